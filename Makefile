@@ -1,0 +1,35 @@
+# The two commands a person needs: `make run` and `make test`. Everything installs itself into .venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint bench venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## Embedded default: scheduler + notification in one process, SQLite under ./var, dev keys.
+run: venv
+	$(BIN)/python -m embedded
+
+## Whole suite. PostgreSQL tests run when TEST_POSTGRES_URL is set (REQUIRE_POSTGRES=1 makes them mandatory).
+test: venv
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus services/scheduler services/notification embedded
+	$(BIN)/lint-imports
+
+## Benchmarks print JSON figures on stdout.
+bench: venv
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Composition root of the embedded default (`make run`): both services in one process."""

@@ -1,0 +1,1 @@
+"""Shared bearer-token verification for both services."""

@@ -1,0 +1,1 @@
+"""Shared event-bus mechanism: in-process bus and Kafka producer/consumer adapters."""

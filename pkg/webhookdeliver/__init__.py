@@ -1,0 +1,1 @@
+"""Shared webhook delivery mechanism: signing, SSRF-safe client, backoff."""

@@ -1,0 +1,1 @@
+"""Notification service: subscriptions, fan-out webhook deliveries, email and in-app alerts."""

@@ -1,0 +1,1 @@
+"""Scheduler service: tenant-declared time triggers, runs and their delivery evidence."""

@@ -1,0 +1,1 @@
+"""Composition root: wires concrete adapters into the service layer (filled in by the API issue)."""
