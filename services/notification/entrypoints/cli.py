@@ -8,7 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# subcommand -> (module under notification.entrypoints, help); each module has add_arguments(parser) and run(args)
+# name -> (module under notification.entrypoints, help); the module has add_arguments() and run()
 SUBCOMMANDS = {
     "serve": ("cli_serve", "HTTP API and/or workers"),
     "migrate": ("cli_migrate", "apply database migrations to NOTIFICATION_DATABASE_URL"),
