@@ -1,0 +1,94 @@
+"""A schedule's policies: value objects with their bounds (DESIGN.md §5-§6).
+
+Bounds carry their unit and reason; the API validates against them and the domain relies on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class MisfirePolicy(StrEnum):
+    """What to do with occurrences missed while the scheduler was down or behind."""
+
+    FIRE_ALL = "fire_all"
+    """Run every missed occurrence, late."""
+    FIRE_ONCE = "fire_once"
+    """Run the latest missed occurrence; record the others as skipped (misfire)."""
+    SKIP = "skip"
+    """Record every missed occurrence as skipped (misfire)."""
+
+
+class OverlapPolicy(StrEnum):
+    """What to do when an occurrence comes while the previous run is unfinished."""
+
+    ALLOW = "allow"
+    """Run concurrently."""
+    SKIP = "skip"
+    """Record the new occurrence as skipped (overlap)."""
+
+
+class Action(StrEnum):
+    WEBHOOK = "webhook"
+    """POST the payload to the schedule's own target URL."""
+    EVENT = "event"
+    """Emit schedule.triggered to the schedule-events topic."""
+
+
+class ScheduleState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+# Retry bounds: enough for a day-long outage, small enough that one run cannot live for weeks.
+MAX_ATTEMPTS_RANGE = (1, 50)
+MIN_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_CEILING_SECONDS = 86_400.0  # one day between two attempts at most
+MULTIPLIER_RANGE = (1.0, 10.0)
+MAX_RETRY_DURATION_CEILING_SECONDS = 7 * 86_400  # a week: beyond it a run's evidence goes stale
+BREAKER_THRESHOLD_RANGE = (1, 1000)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    initial_backoff_seconds: float = 10.0
+    max_backoff_seconds: float = 3600.0
+    multiplier: float = 2.0
+    max_retry_duration_seconds: float = 86_400.0
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, reason) for every bound this policy breaks; empty when valid."""
+        out: list[tuple[str, str]] = []
+        lo, hi = MAX_ATTEMPTS_RANGE
+        if not lo <= self.max_attempts <= hi:
+            out.append(("max_attempts", f"must be between {lo} and {hi}"))
+        if self.initial_backoff_seconds < MIN_BACKOFF_SECONDS:
+            out.append(("initial_backoff_seconds", f"must be at least {MIN_BACKOFF_SECONDS:g}"))
+        if not self.initial_backoff_seconds <= self.max_backoff_seconds:
+            out.append(("max_backoff_seconds", "must be at least initial_backoff_seconds"))
+        if self.max_backoff_seconds > MAX_BACKOFF_CEILING_SECONDS:
+            out.append(("max_backoff_seconds", f"must be at most {MAX_BACKOFF_CEILING_SECONDS:g}"))
+        m_lo, m_hi = MULTIPLIER_RANGE
+        if not m_lo <= self.multiplier <= m_hi:
+            out.append(("multiplier", f"must be between {m_lo:g} and {m_hi:g}"))
+        if not 0 < self.max_retry_duration_seconds <= MAX_RETRY_DURATION_CEILING_SECONDS:
+            out.append(
+                (
+                    "max_retry_duration_seconds",
+                    f"must be between 1 and {MAX_RETRY_DURATION_CEILING_SECONDS}",
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class BreakerPolicy:
+    failure_threshold: int = 5
+
+    def problems(self) -> list[tuple[str, str]]:
+        lo, hi = BREAKER_THRESHOLD_RANGE
+        if not lo <= self.failure_threshold <= hi:
+            return [("failure_threshold", f"must be between {lo} and {hi}")]
+        return []
