@@ -1,0 +1,1 @@
+"""Shared HTTP-service plumbing: problem+json, cursors, secret box, dev keys, health."""

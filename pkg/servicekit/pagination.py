@@ -1,0 +1,77 @@
+"""Opaque cursor pagination over a (created_at, id) key.
+
+A cursor is URL-safe base64 (no padding) of a small JSON object; clients must treat it as opaque.
+Anything that does not decode to exactly that shape is answered 400 (`invalid-cursor`), so a
+tampered cursor never reaches a query. Lists fetch `limit + 1` rows and call `split_page`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from servicekit.problems import ProblemError
+
+T = TypeVar("T")
+
+LIMIT_MIN = 1
+LIMIT_MAX = 100
+LIMIT_DEFAULT = 50
+# A cursor this long is not one of ours; refuse before decoding.
+_MAX_CURSOR_CHARS = 512
+
+
+@dataclass(frozen=True)
+class Cursor:
+    created_at: datetime
+    id: str
+
+
+def encode_cursor(created_at: datetime, ident: str) -> str:
+    raw = json.dumps({"t": created_at.isoformat(), "i": ident}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _invalid() -> ProblemError:
+    return ProblemError(
+        400,
+        "invalid-cursor",
+        "cursor is not valid; pass back next_cursor exactly as received",
+        extra={"field": "cursor"},
+    )
+
+
+def decode_cursor(cursor: str) -> Cursor:
+    """Decode a cursor or raise a 400 `ProblemError`."""
+    if not cursor or len(cursor) > _MAX_CURSOR_CHARS:
+        raise _invalid()
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        obj = json.loads(raw)
+        if not isinstance(obj, dict) or set(obj) != {"t", "i"}:
+            raise ValueError("shape")
+        created_at, ident = obj["t"], obj["i"]
+        if not isinstance(created_at, str) or not isinstance(ident, str) or not ident:
+            raise ValueError("types")
+        when = datetime.fromisoformat(created_at)
+        if when.tzinfo is None:
+            raise ValueError("naive")
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise _invalid() from exc
+    return Cursor(when, ident)
+
+
+def split_page(
+    rows: Sequence[T], limit: int, key: Callable[[T], tuple[datetime, str]]
+) -> tuple[list[T], str | None]:
+    """Given up to `limit + 1` rows, return the page and the cursor after its last row."""
+    page = list(rows[:limit])
+    if len(rows) > limit and page:
+        created_at, ident = key(page[-1])
+        return page, encode_cursor(created_at, ident)
+    return page, None

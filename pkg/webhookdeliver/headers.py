@@ -1,0 +1,113 @@
+"""Request headers of a webhook delivery (DESIGN.md §8) and which names tenants may not set."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from webhookdeliver.signing import signature_header, standard_webhooks_signature
+
+# Ours (signature and metadata), framing (Host, Content-Length, Transfer-Encoding), hop-by-hop
+# (RFC 9110 §7.6.1) and anything that changes how the body is read or where it goes.
+RESERVED_HEADERS: Final[frozenset[str]] = frozenset(
+    {
+        "x-webhook-id",
+        "x-timestamp",
+        "x-signature",
+        "x-event-type",
+        "x-attempt",
+        "user-agent",
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "accept-encoding",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    }
+)
+RESERVED_HEADER_PREFIXES: Final = ("webhook-",)  # the Standard Webhooks namespace
+MAX_TENANT_HEADERS: Final = 32
+MAX_TENANT_HEADER_BYTES: Final = 8192  # names + values together
+
+_TOKEN_CHARS: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def is_reserved_header(name: str) -> bool:
+    """True when a tenant may not set header `name` (any case)."""
+    lowered = name.strip().lower()
+    return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES)
+
+
+def is_valid_header(name: str, value: str) -> bool:
+    """A syntactically valid RFC 9110 field name (token) and a value without CR, LF or NUL."""
+    return (
+        bool(name)
+        and set(name) <= _TOKEN_CHARS
+        and not any(c in value for c in "\r\n\x00")
+        and value.isprintable()
+    )
+
+
+def tenant_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The tenant's headers that may be sent: reserved and malformed ones are dropped.
+
+    The APIs refuse such headers when they are saved; this is the last line at send time.
+    Bounded by `MAX_TENANT_HEADERS` entries and `MAX_TENANT_HEADER_BYTES` in total.
+    """
+    kept: dict[str, str] = {}
+    size = 0
+    for name, value in headers.items():
+        if len(kept) >= MAX_TENANT_HEADERS:
+            break
+        if is_reserved_header(name) or not is_valid_header(name, value):
+            continue
+        size += len(name) + len(value)
+        if size > MAX_TENANT_HEADER_BYTES:
+            break
+        kept[name] = value
+    return kept
+
+
+def build_headers(
+    *,
+    secrets: Sequence[str],
+    webhook_id: str,
+    event_type: str,
+    attempt: int,
+    timestamp: int,
+    body: bytes,
+    user_agent: str,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """All request headers of one attempt; ours are written last so nothing overrides them."""
+    headers = tenant_headers(extra or {})
+    headers.update(
+        {
+            "Content-Type": "application/json",
+            "User-Agent": user_agent,
+            "Accept-Encoding": "identity",
+            "X-Webhook-Id": webhook_id,
+            "X-Timestamp": str(timestamp),
+            "X-Signature": signature_header(secrets, webhook_id, timestamp, body),
+            "X-Event-Type": event_type,
+            "X-Attempt": str(attempt),
+            "webhook-id": webhook_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": standard_webhooks_signature(secrets, webhook_id, timestamp, body),
+        }
+    )
+    return headers

@@ -1,0 +1,171 @@
+"""The webhook signature scheme (DESIGN.md §8), for senders and receivers.
+
+Two signatures cover the same message `f"{webhook_id}.{timestamp}.".encode() + body`:
+
+* `X-Signature: sha256=<hex>` — HMAC-SHA256 keyed on the secret's whole UTF-8 string; one entry
+  per secret during a rotation, comma-separated.
+* `webhook-signature: v1,<base64>` — Standard Webhooks, keyed on the base64-decoded bytes after
+  `whsec_`; one space-separated entry per secret.
+
+Signing the id means a captured request cannot be replayed under another id; signing the
+timestamp lets receivers refuse stale replays (`verify`'s tolerance).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets as _secrets
+import time
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+SECRET_PREFIX: Final = "whsec_"
+SECRET_BYTES: Final = 32
+# Receivers parse attacker-controlled headers: bound what they will look at.
+MAX_SIGNATURE_HEADER_LENGTH: Final = 4096
+MAX_SIGNATURE_ENTRIES: Final = 16
+MAX_SECRETS: Final = 16
+
+
+def generate_secret() -> str:
+    """A new signing secret: `whsec_` + standard base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(_secrets.token_bytes(SECRET_BYTES)).decode("ascii")
+
+
+def _message(webhook_id: str, timestamp: int, body: bytes) -> bytes:
+    return f"{webhook_id}.{timestamp}.".encode() + body
+
+
+def _hex_digest(secret: str, message: bytes) -> str:
+    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The `X-Signature` value for one secret: `sha256=<lowercase hex>`."""
+    return "sha256=" + _hex_digest(secret, _message(webhook_id, timestamp, body))
+
+
+def signature_header(secrets: Sequence[str], webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The `X-Signature` value for all current secrets, newest first: `sha256=<a>, sha256=<b>`."""
+    if not secrets:
+        raise ValueError("at least one secret is required")
+    message = _message(webhook_id, timestamp, body)
+    return ", ".join("sha256=" + _hex_digest(secret, message) for secret in secrets)
+
+
+def standard_webhooks_key(secret: str) -> bytes:
+    """The Standard Webhooks HMAC key: the bytes base64-encoded after `whsec_`.
+
+    A secret that is not `whsec_` + valid base64 (not one we generated) keys on its UTF-8 bytes,
+    which off-the-shelf libraries will not reproduce; `X-Signature` still works for it.
+    """
+    if secret.startswith(SECRET_PREFIX):
+        try:
+            return base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    return secret.encode("utf-8")
+
+
+def standard_webhooks_signature(
+    secrets: Sequence[str], webhook_id: str, timestamp: int, body: bytes
+) -> str:
+    """The `webhook-signature` value: `v1,<base64>` per secret, space-separated."""
+    if not secrets:
+        raise ValueError("at least one secret is required")
+    message = _message(webhook_id, timestamp, body)
+    return " ".join(
+        "v1,"
+        + base64.b64encode(
+            hmac.new(standard_webhooks_key(secret), message, hashlib.sha256).digest()
+        ).decode("ascii")
+        for secret in secrets
+    )
+
+
+def verify(
+    secrets: Sequence[str],
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    tolerance_seconds: int = 300,
+    now: float | None = None,
+) -> bool:
+    """True when `headers` carry a valid, fresh signature of `body` under any of `secrets`.
+
+    Header names are matched case-insensitively. `X-Webhook-Id` / `X-Timestamp` /
+    `X-Signature` are checked first, then the Standard Webhooks trio; either scheme suffices.
+    The timestamp must be within `tolerance_seconds` of `now` (default: the system clock) in
+    either direction. Digests are compared with `hmac.compare_digest`.
+    """
+    if not secrets or len(secrets) > MAX_SECRETS:
+        return False
+    lowered = {name.lower(): value for name, value in headers.items()}
+    current = time.time() if now is None else now
+    return _verify_x_signature(secrets, lowered, body, tolerance_seconds, current) or (
+        _verify_standard(secrets, lowered, body, tolerance_seconds, current)
+    )
+
+
+def _fresh_timestamp(raw: str | None, tolerance_seconds: int, now: float) -> int | None:
+    if raw is None:
+        return None
+    raw = raw.strip()
+    # Digits only (no sign, no exponent) and short: int() on huge strings is slow.
+    if not (0 < len(raw) <= 15 and raw.isascii() and raw.isdigit()):
+        return None
+    timestamp = int(raw)
+    return timestamp if abs(now - timestamp) <= tolerance_seconds else None
+
+
+def _entries(raw: str | None, separator: str | None) -> list[str] | None:
+    if raw is None or len(raw) > MAX_SIGNATURE_HEADER_LENGTH:
+        return None
+    entries = [entry.strip() for entry in raw.split(separator) if entry.strip()]
+    return entries[:MAX_SIGNATURE_ENTRIES]
+
+
+def _verify_x_signature(
+    secrets: Sequence[str], headers: Mapping[str, str], body: bytes, tolerance: int, now: float
+) -> bool:
+    webhook_id = headers.get("x-webhook-id")
+    timestamp = _fresh_timestamp(headers.get("x-timestamp"), tolerance, now)
+    entries = _entries(headers.get("x-signature"), ",")
+    if webhook_id is None or timestamp is None or not entries:
+        return False
+    message = _message(webhook_id, timestamp, body)
+    expected = [("sha256=" + _hex_digest(secret, message)).encode() for secret in secrets]
+    found = False
+    for entry in entries:
+        candidate = entry.lower().encode("utf-8", "replace")
+        for want in expected:
+            # Keep comparing after a match so timing does not reveal which entry matched.
+            found |= hmac.compare_digest(candidate, want)
+    return found
+
+
+def _verify_standard(
+    secrets: Sequence[str], headers: Mapping[str, str], body: bytes, tolerance: int, now: float
+) -> bool:
+    webhook_id = headers.get("webhook-id")
+    timestamp = _fresh_timestamp(headers.get("webhook-timestamp"), tolerance, now)
+    entries = _entries(headers.get("webhook-signature"), None)
+    if webhook_id is None or timestamp is None or not entries:
+        return False
+    message = _message(webhook_id, timestamp, body)
+    expected = [
+        base64.b64encode(hmac.new(standard_webhooks_key(secret), message, hashlib.sha256).digest())
+        for secret in secrets
+    ]
+    found = False
+    for entry in entries:
+        version, _, signature = entry.partition(",")
+        if version != "v1":
+            continue
+        candidate = signature.encode("utf-8", "replace")
+        for want in expected:
+            found |= hmac.compare_digest(candidate, want)
+    return found

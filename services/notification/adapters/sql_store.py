@@ -1,0 +1,552 @@
+"""`NotificationStore` on SQLAlchemy Core (SQLite and PostgreSQL). One transaction per method."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ColumnElement, Select
+
+from notification.adapters.tables import (
+    alert_contacts,
+    alert_requests,
+    delivery_attempts,
+    notifications,
+    outbound_emails,
+    subscriptions,
+    webhook_deliveries,
+)
+from notification.domain.deliveries import DUE_STATES, DeliveryStatus
+from notification.service_layer.ports import (
+    AttemptRecord,
+    ClaimedDelivery,
+    DeliveryOutcome,
+    DeliveryRecord,
+    EmailRecord,
+    HealthUpdate,
+    NewDelivery,
+    NewEmail,
+    NotificationRecord,
+    SubscriptionRecord,
+)
+from servicekit.pagination import Cursor
+
+_SUB_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
+_UPDATABLE = {
+    "url",
+    "event_types",
+    "description",
+    "enabled",
+    "disabled_reason",
+    "secret_enc",
+    "previous_secret_enc",
+    "previous_secret_expires_at",
+    "failing_since",
+    "consecutive_failures",
+    "updated_at",
+}
+
+
+def _sub(row: RowMapping) -> SubscriptionRecord:
+    return SubscriptionRecord(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        url=row["url"],
+        event_types=list(row["event_types"]),
+        description=row["description"],
+        enabled=bool(row["enabled"]),
+        disabled_reason=row["disabled_reason"],
+        secret_enc=row["secret_enc"],
+        previous_secret_enc=row["previous_secret_enc"],
+        previous_secret_expires_at=row["previous_secret_expires_at"],
+        failing_since=row["failing_since"],
+        consecutive_failures=row["consecutive_failures"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _notification(row: RowMapping) -> NotificationRecord:
+    return NotificationRecord(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        template=row["template"],
+        title=row["title"],
+        body=row["body"],
+        data=dict(row["data"]),
+        created_at=row["created_at"],
+        read_at=row["read_at"],
+    )
+
+
+def _after(
+    created: Any, ident: Any, cursor: Cursor | None, descending: bool
+) -> ColumnElement[bool]:
+    """Keyset condition: rows strictly after the cursor in (created_at, id) order."""
+    if cursor is None:
+        return and_(True)
+    if descending:
+        return or_(
+            created < cursor.created_at, and_(created == cursor.created_at, ident < cursor.id)
+        )
+    return or_(created > cursor.created_at, and_(created == cursor.created_at, ident > cursor.id))
+
+
+class SqlNotificationStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._postgres = engine.dialect.name == "postgresql"
+
+    def _insert_ignore(self, table: Any) -> Any:
+        """INSERT ... ON CONFLICT DO NOTHING, in the dialect at hand."""
+        dialect_insert = postgresql.insert if self._postgres else sqlite.insert
+        return dialect_insert(table).on_conflict_do_nothing()
+
+    async def ping(self) -> bool:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        return True
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    def _live_subs(self, tenant_id: str) -> Select[Any]:
+        return select(*_SUB_COLUMNS).where(
+            subscriptions.c.tenant_id == tenant_id, subscriptions.c.deleted_at.is_(None)
+        )
+
+    async def insert_subscription(self, sub: SubscriptionRecord) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(subscriptions).values(**sub.__dict__, deleted_at=None))
+
+    async def get_subscription(self, tenant_id: str, sub_id: str) -> SubscriptionRecord | None:
+        async with self.engine.connect() as conn:
+            return await self._get_sub(conn, tenant_id, sub_id)
+
+    async def _get_sub(
+        self, conn: AsyncConnection, tenant_id: str, sub_id: str
+    ) -> SubscriptionRecord | None:
+        row = (
+            (await conn.execute(self._live_subs(tenant_id).where(subscriptions.c.id == sub_id)))
+            .mappings()
+            .first()
+        )
+        return _sub(row) if row else None
+
+    async def list_subscriptions(
+        self, tenant_id: str, limit: int, after: Cursor | None
+    ) -> list[SubscriptionRecord]:
+        query = (
+            self._live_subs(tenant_id)
+            .where(_after(subscriptions.c.created_at, subscriptions.c.id, after, False))
+            .order_by(subscriptions.c.created_at, subscriptions.c.id)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            return [_sub(r) for r in (await conn.execute(query)).mappings()]
+
+    async def update_subscription(
+        self, tenant_id: str, sub_id: str, values: Mapping[str, Any]
+    ) -> SubscriptionRecord | None:
+        unknown = set(values) - _UPDATABLE
+        if unknown:
+            raise ValueError(f"not updatable: {sorted(unknown)}")
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(subscriptions)
+                .where(
+                    subscriptions.c.tenant_id == tenant_id,
+                    subscriptions.c.id == sub_id,
+                    subscriptions.c.deleted_at.is_(None),
+                )
+                .values(**values)
+            )
+            if result.rowcount == 0:
+                return None
+            return await self._get_sub(conn, tenant_id, sub_id)
+
+    async def delete_subscription(self, tenant_id: str, sub_id: str, now: datetime) -> bool:
+        # Soft delete: the delivery log keeps its foreign key; pending deliveries stop (the claim
+        # query joins live, enabled subscriptions only).
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(subscriptions)
+                .where(
+                    subscriptions.c.tenant_id == tenant_id,
+                    subscriptions.c.id == sub_id,
+                    subscriptions.c.deleted_at.is_(None),
+                )
+                .values(deleted_at=now, enabled=False, updated_at=now)
+            )
+            return bool(result.rowcount)
+
+    # -- fan-out ------------------------------------------------------------------------------
+
+    async def enabled_subscriptions(self, tenant_ids: set[str]) -> list[SubscriptionRecord]:
+        if not tenant_ids:
+            return []
+        query = select(*_SUB_COLUMNS).where(
+            subscriptions.c.tenant_id.in_(sorted(tenant_ids)),
+            subscriptions.c.enabled.is_(True),
+            subscriptions.c.deleted_at.is_(None),
+        )
+        async with self.engine.connect() as conn:
+            return [_sub(r) for r in (await conn.execute(query)).mappings()]
+
+    async def insert_deliveries(self, rows: Sequence[NewDelivery], now: datetime) -> int:
+        if not rows:
+            return 0
+        values = [
+            {
+                **row.__dict__,
+                "status": DeliveryStatus.PENDING.value,
+                "attempt_count": 0,
+                "round_attempts": 0,
+                "round_started_at": None,
+                "next_attempt_at": now,
+                "locked_until": None,
+                "last_error": None,
+                "created_at": now,
+                "updated_at": now,
+                "finished_at": None,
+            }
+            for row in rows
+        ]
+        async with self.engine.begin() as conn:
+            result = await conn.execute(self._insert_ignore(webhook_deliveries), values)
+            return max(int(result.rowcount or 0), 0)
+
+    # -- dispatch -----------------------------------------------------------------------------
+
+    async def claim_due_deliveries(
+        self, now: datetime, limit: int, lease_seconds: float
+    ) -> list[ClaimedDelivery]:
+        d, s = webhook_deliveries, subscriptions
+        due = (
+            select(d.c.id)
+            .join(s, s.c.id == d.c.subscription_id)
+            .where(
+                d.c.status.in_([st.value for st in DUE_STATES]),
+                d.c.next_attempt_at <= now,
+                or_(d.c.locked_until.is_(None), d.c.locked_until < now),
+                s.c.enabled.is_(True),
+                s.c.deleted_at.is_(None),
+            )
+            .order_by(d.c.next_attempt_at)
+            .limit(limit)
+        )
+        if self._postgres:
+            # Several dispatchers claim disjoint batches without waiting on each other.
+            due = due.with_for_update(of=d, skip_locked=True)
+        async with self.engine.begin() as conn:
+            ids = list((await conn.execute(due)).scalars())
+            if not ids:
+                return []
+            await conn.execute(
+                update(d)
+                .where(d.c.id.in_(ids))
+                .values(locked_until=now + timedelta(seconds=lease_seconds))
+            )
+            query = (
+                select(
+                    d.c.id.label("d_id"),
+                    d.c.event_type,
+                    d.c.body,
+                    d.c.attempt_count,
+                    d.c.round_attempts,
+                    d.c.round_started_at,
+                    *_SUB_COLUMNS,
+                )
+                .join(s, s.c.id == d.c.subscription_id)
+                .where(d.c.id.in_(ids))
+            )
+            rows = (await conn.execute(query)).mappings().all()
+        return [
+            ClaimedDelivery(
+                id=r["d_id"],
+                tenant_id=r["tenant_id"],
+                event_type=r["event_type"],
+                body=bytes(r["body"]),
+                attempt_count=r["attempt_count"],
+                round_attempts=r["round_attempts"],
+                round_started_at=r["round_started_at"],
+                subscription=_sub(r),
+            )
+            for r in rows
+        ]
+
+    async def complete_deliveries(
+        self, outcomes: Sequence[DeliveryOutcome], health: Sequence[HealthUpdate], now: datetime
+    ) -> None:
+        if not outcomes and not health:
+            return
+        d = webhook_deliveries
+        async with self.engine.begin() as conn:
+            if outcomes:
+                await conn.execute(
+                    insert(delivery_attempts),
+                    [{"delivery_id": o.delivery_id, **o.attempt.__dict__} for o in outcomes],
+                )
+            for o in outcomes:
+                terminal = o.status in (DeliveryStatus.SUCCEEDED, DeliveryStatus.DEAD)
+                await conn.execute(
+                    update(d)
+                    .where(d.c.id == o.delivery_id)
+                    .values(
+                        status=o.status,
+                        attempt_count=d.c.attempt_count + 1,
+                        round_attempts=d.c.round_attempts + 1,
+                        round_started_at=o.round_started_at,
+                        next_attempt_at=o.next_attempt_at,
+                        locked_until=None,
+                        last_error=o.last_error,
+                        updated_at=now,
+                        finished_at=now if terminal else None,
+                    )
+                )
+            for h in health:
+                values: dict[str, Any] = {
+                    "failing_since": h.failing_since,
+                    "consecutive_failures": h.consecutive_failures,
+                }
+                if h.disable:
+                    values.update(enabled=False, disabled_reason="endpoint_failing", updated_at=now)
+                await conn.execute(
+                    update(subscriptions)
+                    .where(subscriptions.c.id == h.subscription_id)
+                    .values(**values)
+                )
+
+    # -- delivery log -------------------------------------------------------------------------
+
+    async def list_deliveries(
+        self, tenant_id: str, sub_id: str, limit: int, after: Cursor | None
+    ) -> list[DeliveryRecord]:
+        d = webhook_deliveries
+        query = (
+            select(d)
+            .where(
+                d.c.tenant_id == tenant_id,
+                d.c.subscription_id == sub_id,
+                _after(d.c.created_at, d.c.id, after, True),
+            )
+            .order_by(d.c.created_at.desc(), d.c.id.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+            return await self._with_attempts(conn, rows)
+
+    async def _with_attempts(
+        self, conn: AsyncConnection, rows: Sequence[RowMapping]
+    ) -> list[DeliveryRecord]:
+        ids = [r["id"] for r in rows]
+        attempts: dict[str, list[AttemptRecord]] = {i: [] for i in ids}
+        if ids:
+            a = delivery_attempts
+            query = select(a).where(a.c.delivery_id.in_(ids)).order_by(a.c.delivery_id, a.c.number)
+            for r in (await conn.execute(query)).mappings():
+                attempts[r["delivery_id"]].append(
+                    AttemptRecord(
+                        number=r["number"],
+                        started_at=r["started_at"],
+                        duration_ms=r["duration_ms"],
+                        status_code=r["status_code"],
+                        error_kind=r["error_kind"],
+                        error_message=r["error_message"],
+                        response_excerpt=r["response_excerpt"],
+                    )
+                )
+        return [
+            DeliveryRecord(
+                id=r["id"],
+                tenant_id=r["tenant_id"],
+                subscription_id=r["subscription_id"],
+                event_id=r["event_id"],
+                event_type=r["event_type"],
+                status=r["status"],
+                attempt_count=r["attempt_count"],
+                next_attempt_at=r["next_attempt_at"],
+                last_error=r["last_error"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                finished_at=r["finished_at"],
+                attempts=attempts[r["id"]],
+            )
+            for r in rows
+        ]
+
+    async def replay_delivery(
+        self, tenant_id: str, sub_id: str, delivery_id: str, now: datetime
+    ) -> DeliveryRecord | None:
+        d = webhook_deliveries
+        where = (d.c.tenant_id == tenant_id, d.c.subscription_id == sub_id, d.c.id == delivery_id)
+        async with self.engine.begin() as conn:
+            if await self._get_sub(conn, tenant_id, sub_id) is None:
+                return None
+            # Same row, same X-Webhook-Id, fresh retry budget; attempts keep numbering on.
+            result = await conn.execute(
+                update(d)
+                .where(*where)
+                .values(
+                    status=DeliveryStatus.PENDING.value,
+                    round_attempts=0,
+                    round_started_at=None,
+                    next_attempt_at=now,
+                    locked_until=None,
+                    updated_at=now,
+                    finished_at=None,
+                )
+            )
+            if result.rowcount == 0:
+                return None
+            rows = (await conn.execute(select(d).where(*where))).mappings().all()
+            return (await self._with_attempts(conn, rows))[0]
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    async def get_alert_contacts(self, tenant_id: str) -> list[str]:
+        async with self.engine.connect() as conn:
+            emails = (
+                await conn.execute(
+                    select(alert_contacts.c.emails).where(alert_contacts.c.tenant_id == tenant_id)
+                )
+            ).scalar()
+        return list(emails or [])
+
+    async def put_alert_contacts(self, tenant_id: str, emails: list[str], now: datetime) -> None:
+        dialect_insert = postgresql.insert if self._postgres else sqlite.insert
+        stmt = dialect_insert(alert_contacts).values(
+            tenant_id=tenant_id, emails=emails, updated_at=now
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[alert_contacts.c.tenant_id],
+            set_={"emails": stmt.excluded.emails, "updated_at": stmt.excluded.updated_at},
+        )
+        async with self.engine.begin() as conn:
+            await conn.execute(stmt)
+
+    async def record_alert(
+        self,
+        request_id: str,
+        tenant_id: str,
+        template: str,
+        notification: NotificationRecord | None,
+        email: NewEmail | None,
+        now: datetime,
+    ) -> bool:
+        async with self.engine.begin() as conn:
+            first = await conn.execute(
+                self._insert_ignore(alert_requests).values(
+                    id=request_id, tenant_id=tenant_id, template=template, created_at=now
+                )
+            )
+            if not first.rowcount:
+                return False  # already handled (a re-read after a crash, or a duplicate)
+            if notification is not None:
+                await conn.execute(
+                    insert(notifications).values(**notification.__dict__, request_id=request_id)
+                )
+            if email is not None:
+                await conn.execute(
+                    insert(outbound_emails).values(
+                        **email.__dict__,
+                        tenant_id=tenant_id,
+                        request_id=request_id,
+                        status="pending",
+                        attempt_count=0,
+                        next_attempt_at=now,
+                        last_error=None,
+                        created_at=now,
+                        sent_at=None,
+                    )
+                )
+            return True
+
+    async def list_notifications(
+        self, tenant_id: str, limit: int, after: Cursor | None, unread_only: bool
+    ) -> list[NotificationRecord]:
+        n = notifications
+        query = select(n).where(
+            n.c.tenant_id == tenant_id, _after(n.c.created_at, n.c.id, after, True)
+        )
+        if unread_only:
+            query = query.where(n.c.read_at.is_(None))
+        query = query.order_by(n.c.created_at.desc(), n.c.id.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            return [_notification(r) for r in (await conn.execute(query)).mappings()]
+
+    async def mark_notification_read(
+        self, tenant_id: str, notification_id: str, now: datetime
+    ) -> NotificationRecord | None:
+        n = notifications
+        where = (n.c.tenant_id == tenant_id, n.c.id == notification_id)
+        async with self.engine.begin() as conn:
+            # Idempotent: the first read time is kept.
+            await conn.execute(update(n).where(*where, n.c.read_at.is_(None)).values(read_at=now))
+            row = (await conn.execute(select(n).where(*where))).mappings().first()
+        return _notification(row) if row else None
+
+    async def claim_due_emails(
+        self, now: datetime, limit: int, lease_seconds: float
+    ) -> list[EmailRecord]:
+        e = outbound_emails
+        due = (
+            select(e.c.id)
+            .where(e.c.status == "pending", e.c.next_attempt_at <= now)
+            .order_by(e.c.next_attempt_at)
+            .limit(limit)
+        )
+        if self._postgres:
+            due = due.with_for_update(skip_locked=True)
+        async with self.engine.begin() as conn:
+            ids = list((await conn.execute(due)).scalars())
+            if not ids:
+                return []
+            # The lease is the next_attempt_at itself: a sender that dies is retried after it.
+            await conn.execute(
+                update(e)
+                .where(e.c.id.in_(ids))
+                .values(next_attempt_at=now + timedelta(seconds=lease_seconds))
+            )
+            rows = (await conn.execute(select(e).where(e.c.id.in_(ids)))).mappings().all()
+        return [
+            EmailRecord(
+                id=r["id"],
+                tenant_id=r["tenant_id"],
+                recipients=list(r["recipients"]),
+                subject=r["subject"],
+                text_body=r["text_body"],
+                html_body=r["html_body"],
+                attempt_count=r["attempt_count"],
+            )
+            for r in rows
+        ]
+
+    async def complete_email(
+        self,
+        email_id: str,
+        *,
+        sent: bool,
+        error: str | None,
+        next_attempt_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        e = outbound_emails
+        status = "sent" if sent else ("pending" if next_attempt_at else "failed")
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(e)
+                .where(e.c.id == email_id)
+                .values(
+                    status=status,
+                    attempt_count=e.c.attempt_count + 1,
+                    next_attempt_at=next_attempt_at,
+                    last_error=error,
+                    sent_at=now if sent else None,
+                )
+            )

@@ -1,0 +1,70 @@
+"""Settings of the notification service (DESIGN.md §3), read once by the entrypoints and passed
+down; nothing else reads the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class NotificationSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="NOTIFICATION_", extra="ignore", env_ignore_empty=True, populate_by_name=True
+    )
+
+    database_url: str = "sqlite+aiosqlite:///var/notification.db"
+    # 32 random bytes, URL-safe base64; encrypts subscription secrets at rest. Previous keys
+    # (comma-separated) still decrypt, so the key can rotate without re-encrypting at once.
+    secret_key: SecretStr | None = None
+    secret_keys_previous: str = ""
+    smtp_url: SecretStr | None = None
+    mail_from: str = "scheduler-alerts@localhost"
+    smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
+    # Only ./var is relative to the working directory (dev keys, SQLite files, .eml fallback).
+    var_dir: Path = Path("var")
+    kafka_bootstrap_servers: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("kafka_bootstrap_servers", "KAFKA_BOOTSTRAP_SERVERS"),
+    )
+    kafka_idempotent: bool = Field(
+        default=True, validation_alias=AliasChoices("kafka_idempotent", "KAFKA_IDEMPOTENT")
+    )
+    webhook_allow_private_networks: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "webhook_allow_private_networks", "WEBHOOK_ALLOW_PRIVATE_NETWORKS"
+        ),
+    )
+    # Topics fanned out to subscriptions (comma-separated in the environment).
+    event_topics: str = "schedule-events"
+    requests_topic: str = "notification-requests"
+    consumer_group: str = "notification"
+    # Rotation grace: the previous subscription secret keeps signing alongside the new one.
+    secret_grace_seconds: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
+    # Retries of a fan-out delivery (full-jitter exponential backoff, as webhookdeliver does it):
+    # 8 attempts over about a day, close to Svix's published schedule.
+    retry_max_attempts: int = Field(default=8, ge=1, le=50)
+    retry_initial_seconds: float = Field(default=5.0, gt=0)
+    retry_max_seconds: float = Field(default=10 * 3600.0, gt=0)
+    retry_multiplier: float = Field(default=4.0, ge=1)
+    retry_max_elapsed_seconds: float = Field(default=3 * 24 * 3600.0, gt=0)
+    delivery_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    # Endpoint health (see domain/deliveries.py): disable after 5 days of continuous failure.
+    endpoint_disable_after_seconds: float = Field(default=5 * 24 * 3600.0, gt=0)
+    endpoint_disable_min_failures: int = Field(default=3, ge=1)
+    dispatch_batch_size: int = Field(default=100, ge=1, le=1000)
+    dispatch_concurrency: int = Field(default=16, ge=1, le=256)
+    # A claimed delivery whose worker died becomes claimable again after this lease.
+    dispatch_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
+    poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
+    consumer_batch_size: int = Field(default=200, ge=1, le=5000)
+    email_max_attempts: int = Field(default=6, ge=1, le=50)
+    dev: bool = False
+
+    def event_topic_list(self) -> list[str]:
+        return [t.strip() for t in self.event_topics.split(",") if t.strip()]
+
+    def previous_secret_keys(self) -> list[str]:
+        return [k.strip() for k in self.secret_keys_previous.split(",") if k.strip()]

@@ -1,0 +1,64 @@
+"""Delivery states and the endpoint-health rule. Pure, no I/O.
+
+A delivery is one event for one subscription. Attempts are appended to it; it ends `succeeded`
+or `dead` (the dead-letter state: retries exhausted or a non-retryable answer). A replay puts a
+dead or succeeded delivery back to `pending` with a fresh retry budget, same `X-Webhook-Id`.
+
+Endpoint health (the choice, after Svix): Svix disables an endpoint when every attempt to it
+has failed for 5 days; Stripe emails the account and disables an endpoint after several days of
+failures. We follow Svix: an endpoint is *failing since* its first failed attempt after its last
+success; when an attempt fails and the endpoint has been failing for at least
+`disable_after_seconds` (default 5 days) with at least `min_consecutive_failures` failed attempts
+(so one stray failure after a quiet week does not disable it), the subscription is disabled and
+the tenant is alerted (in-app and email). Any success clears the streak. Re-enabling is a PATCH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    """Waiting for its first attempt (or its first after a replay)."""
+    RETRYING = "retrying"
+    """Failed at least once; the next attempt is due at `next_attempt_at`."""
+    SUCCEEDED = "succeeded"
+    """A 2xx arrived."""
+    DEAD = "dead"
+    """Dead letter: retries exhausted or not retryable. Replayable."""
+
+
+DUE_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+
+
+@dataclass(frozen=True)
+class EndpointHealthPolicy:
+    disable_after_seconds: float = 5 * 24 * 3600
+    min_consecutive_failures: int = 3
+
+    def should_disable(
+        self, failing_since: datetime | None, consecutive_failures: int, now: datetime
+    ) -> bool:
+        if failing_since is None:
+            return False
+        return (
+            consecutive_failures >= self.min_consecutive_failures
+            and now - failing_since >= timedelta(seconds=self.disable_after_seconds)
+        )
+
+
+@dataclass(frozen=True)
+class EndpointHealth:
+    """The failure streak of one subscription's endpoint, after one more attempt."""
+
+    failing_since: datetime | None
+    consecutive_failures: int
+
+
+def record_attempt(health: EndpointHealth, ok: bool, now: datetime) -> EndpointHealth:
+    if ok:
+        return EndpointHealth(None, 0)
+    return EndpointHealth(health.failing_since or now, health.consecutive_failures + 1)

@@ -1,0 +1,222 @@
+"""What the service layer needs from the outside world, and the records that cross that line.
+
+The SQL store (`adapters/sql_store.py`) implements `NotificationStore` on SQLite and PostgreSQL;
+every method is one transaction. Tenant-scoped methods take the tenant id, so another tenant's
+row looks exactly like a missing one (the API answers 404 for both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any, Protocol
+
+from servicekit.pagination import Cursor
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class SubscriptionRecord:
+    id: str
+    tenant_id: str
+    url: str
+    event_types: list[str]
+    description: str | None
+    enabled: bool
+    disabled_reason: str | None
+    secret_enc: str
+    previous_secret_enc: str | None
+    previous_secret_expires_at: datetime | None
+    failing_since: datetime | None
+    consecutive_failures: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error_kind: str | None
+    error_message: str | None
+    response_excerpt: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    id: str
+    tenant_id: str
+    subscription_id: str
+    event_id: str
+    event_type: str
+    status: str
+    attempt_count: int
+    next_attempt_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    id: str
+    tenant_id: str
+    subscription_id: str
+    event_id: str
+    event_type: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A due delivery leased to one dispatcher, with what it takes to send it."""
+
+    id: str
+    tenant_id: str
+    event_type: str
+    body: bytes
+    attempt_count: int
+    round_attempts: int
+    round_started_at: datetime | None
+    subscription: SubscriptionRecord
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    delivery_id: str
+    attempt: AttemptRecord
+    status: str
+    next_attempt_at: datetime | None
+    round_started_at: datetime
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class HealthUpdate:
+    subscription_id: str
+    failing_since: datetime | None
+    consecutive_failures: int
+    disable: bool
+
+
+@dataclass(frozen=True)
+class NotificationRecord:
+    id: str
+    tenant_id: str
+    template: str
+    title: str
+    body: str
+    data: dict[str, Any]
+    created_at: datetime
+    read_at: datetime | None
+
+
+@dataclass(frozen=True)
+class NewEmail:
+    id: str
+    recipients: list[str]
+    subject: str
+    text_body: str
+    html_body: str
+
+
+@dataclass(frozen=True)
+class EmailRecord:
+    id: str
+    tenant_id: str
+    recipients: list[str]
+    subject: str
+    text_body: str
+    html_body: str
+    attempt_count: int
+
+
+class NotificationStore(Protocol):
+    async def ping(self) -> bool: ...
+
+    # subscriptions
+    async def insert_subscription(self, sub: SubscriptionRecord) -> None: ...
+    async def get_subscription(self, tenant_id: str, sub_id: str) -> SubscriptionRecord | None: ...
+    async def list_subscriptions(
+        self, tenant_id: str, limit: int, after: Cursor | None
+    ) -> list[SubscriptionRecord]: ...
+    async def update_subscription(
+        self, tenant_id: str, sub_id: str, values: Mapping[str, Any]
+    ) -> SubscriptionRecord | None: ...
+    async def delete_subscription(self, tenant_id: str, sub_id: str, now: datetime) -> bool: ...
+
+    # fan-out
+    async def enabled_subscriptions(self, tenant_ids: set[str]) -> list[SubscriptionRecord]: ...
+    async def insert_deliveries(self, rows: Sequence[NewDelivery], now: datetime) -> int: ...
+
+    # dispatch
+    async def claim_due_deliveries(
+        self, now: datetime, limit: int, lease_seconds: float
+    ) -> list[ClaimedDelivery]: ...
+    async def complete_deliveries(
+        self, outcomes: Sequence[DeliveryOutcome], health: Sequence[HealthUpdate], now: datetime
+    ) -> None: ...
+
+    # delivery log
+    async def list_deliveries(
+        self, tenant_id: str, sub_id: str, limit: int, after: Cursor | None
+    ) -> list[DeliveryRecord]: ...
+    async def replay_delivery(
+        self, tenant_id: str, sub_id: str, delivery_id: str, now: datetime
+    ) -> DeliveryRecord | None: ...
+
+    # alerts
+    async def get_alert_contacts(self, tenant_id: str) -> list[str]: ...
+    async def put_alert_contacts(
+        self, tenant_id: str, emails: list[str], now: datetime
+    ) -> None: ...
+    async def record_alert(
+        self,
+        request_id: str,
+        tenant_id: str,
+        template: str,
+        notification: NotificationRecord | None,
+        email: NewEmail | None,
+        now: datetime,
+    ) -> bool: ...
+    async def list_notifications(
+        self, tenant_id: str, limit: int, after: Cursor | None, unread_only: bool
+    ) -> list[NotificationRecord]: ...
+    async def mark_notification_read(
+        self, tenant_id: str, notification_id: str, now: datetime
+    ) -> NotificationRecord | None: ...
+    async def claim_due_emails(
+        self, now: datetime, limit: int, lease_seconds: float
+    ) -> list[EmailRecord]: ...
+    async def complete_email(
+        self,
+        email_id: str,
+        *,
+        sent: bool,
+        error: str | None,
+        next_attempt_at: datetime | None,
+        now: datetime,
+    ) -> None: ...
+
+
+class Mailer(Protocol):
+    async def send(self, message: EmailMessage) -> None: ...
+
+
+@dataclass(frozen=True)
+class RenderedAlert:
+    title: str
+    subject: str
+    text: str
+    html: str
+
+
+class AlertRenderer(Protocol):
+    def render(self, template: str, data: Mapping[str, Any]) -> RenderedAlert: ...

@@ -1,0 +1,1 @@
+"""SQL storage for the scheduler: tables, engine, migrations, repositories, unit of work."""

@@ -1,0 +1,54 @@
+"""Run the Alembic migrations shipped inside this package, programmatically (no alembic.ini), so
+`scheduler migrate`, dev start and tests work from any working directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+
+from scheduler.adapters.db.engine import create_engine
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+
+
+def alembic_config(url: str | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade_sync, revision)
+    finally:
+        await engine.dispose()
+
+
+def _upgrade_sync(connection: Connection, revision: str) -> None:
+    cfg = alembic_config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, revision)
+
+
+async def current_revision(url: str) -> str | None:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(
+                lambda c: MigrationContext.configure(c).get_current_revision()
+            )
+    finally:
+        await engine.dispose()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()

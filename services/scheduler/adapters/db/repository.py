@@ -1,0 +1,266 @@
+"""SQL repositories. Every query is scoped by tenant_id through `_scoped()`, so another tenant's
+row is exactly as invisible as a missing one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.policies import (
+    Action,
+    BreakerPolicy,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleState,
+)
+from scheduler.domain.schedule import Schedule, Target
+from scheduler.service_layer.errors import DuplicateKey, VersionMismatch
+from scheduler.service_layer.unit_of_work import (
+    IdempotencyRecord,
+    IdempotencyRepository,
+    ListFilter,
+    ScheduleRepository,
+)
+
+# Columns written on save(); the secret columns change only through set_secret().
+_MUTABLE = (
+    "name",
+    "cron",
+    "timezone",
+    "action",
+    "target",
+    "payload",
+    "retry_policy",
+    "misfire_policy",
+    "overlap_policy",
+    "breaker",
+    "state",
+    "paused_reason",
+    "next_run_at",
+    "updated_at",
+    "deleted_at",
+    "version",
+    "consecutive_failures",
+)
+
+
+def schedule_to_row(s: Schedule) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "tenant_id": s.tenant_id,
+        "name": s.name,
+        "cron": s.cron,
+        "timezone": s.timezone,
+        "action": s.action.value,
+        "target": None
+        if s.target is None
+        else {
+            "url": s.target.url,
+            "headers": dict(s.target.headers),
+            "timeout_seconds": s.target.timeout_seconds,
+        },
+        "payload": s.payload,
+        "retry_policy": asdict(s.retry_policy),
+        "misfire_policy": s.misfire_policy.value,
+        "overlap_policy": s.overlap_policy.value,
+        "breaker": asdict(s.breaker),
+        "state": s.state.value,
+        "paused_reason": s.paused_reason,
+        "next_run_at": s.next_run_at,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+        "deleted_at": s.deleted_at,
+        "version": s.version,
+        "consecutive_failures": s.consecutive_failures,
+    }
+
+
+def row_to_schedule(row: Any) -> Schedule:
+    m = row._mapping
+    target = m["target"]
+    return Schedule(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        name=m["name"],
+        cron=m["cron"],
+        timezone=m["timezone"],
+        action=Action(m["action"]),
+        target=None if target is None else Target(**target),
+        payload=m["payload"],
+        retry_policy=RetryPolicy(**m["retry_policy"]),
+        misfire_policy=MisfirePolicy(m["misfire_policy"]),
+        overlap_policy=OverlapPolicy(m["overlap_policy"]),
+        breaker=BreakerPolicy(**m["breaker"]),
+        state=ScheduleState(m["state"]),
+        paused_reason=m["paused_reason"],
+        next_run_at=m["next_run_at"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        deleted_at=m["deleted_at"],
+        version=m["version"],
+        consecutive_failures=m["consecutive_failures"],
+    )
+
+
+_SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphertext")]
+
+
+class SqlScheduleRepository(ScheduleRepository):
+    def __init__(self, session: AsyncSession, box: SecretBox) -> None:
+        super().__init__()
+        self.session = session
+        self.box = box
+        self._loaded_version: dict[str, int] = {}
+
+    def _scoped(self, tenant_id: str, *columns: Any) -> sa.Select[Any]:
+        return (
+            sa.select(*(columns or _SCHEDULE_COLUMNS))
+            .where(schedules.c.tenant_id == tenant_id)
+            .where(schedules.c.deleted_at.is_(None))
+        )
+
+    async def _add(self, schedule: Schedule, secret: str) -> None:
+        row = schedule_to_row(schedule)
+        row["secret_ciphertext"] = self.box.encrypt(secret, associated=schedule.id)
+        await _execute(self.session, sa.insert(schedules).values(**row))
+        self._loaded_version[schedule.id] = schedule.version
+
+    async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
+        result = await self.session.execute(
+            self._scoped(tenant_id).where(schedules.c.id == schedule_id)
+        )
+        row = result.first()
+        if row is None:
+            return None
+        schedule = row_to_schedule(row)
+        self._loaded_version[schedule.id] = schedule.version
+        return schedule
+
+    async def save(self, schedule: Schedule) -> None:
+        loaded = self._loaded_version.get(schedule.id)
+        if loaded is None:
+            raise ValueError("save() takes a schedule this repository loaded or added")
+        row = schedule_to_row(schedule)
+        # Optimistic concurrency: the row changes only if nobody wrote since we read it. On
+        # PostgreSQL a concurrent writer blocks here, then sees the new version and matches 0 rows.
+        result = await _execute(
+            self.session,
+            sa.update(schedules)
+            .where(schedules.c.id == schedule.id)
+            .where(schedules.c.tenant_id == schedule.tenant_id)
+            .where(schedules.c.version == loaded)
+            .values(**{k: row[k] for k in _MUTABLE}),
+        )
+        if result.rowcount != 1:
+            raise VersionMismatch()
+        self._loaded_version[schedule.id] = schedule.version
+
+    async def list_page(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        after: tuple[datetime, str] | None,
+        filters: ListFilter,
+    ) -> Sequence[Schedule]:
+        q = self._scoped(tenant_id)
+        if filters.state is not None:
+            q = q.where(schedules.c.state == filters.state.value)
+        if filters.action is not None:
+            q = q.where(schedules.c.action == filters.action.value)
+        if after is not None:
+            at, last_id = after
+            q = q.where(
+                sa.or_(
+                    schedules.c.created_at > at,
+                    sa.and_(schedules.c.created_at == at, schedules.c.id > last_id),
+                )
+            )
+        q = q.order_by(schedules.c.created_at, schedules.c.id).limit(limit)
+        result = await self.session.execute(q)
+        return [row_to_schedule(r) for r in result]
+
+    async def count_live(self, tenant_id: str) -> int:
+        result = await self.session.execute(self._scoped(tenant_id, sa.func.count()))
+        return int(result.scalar_one())
+
+    async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:
+        result = await self.session.execute(
+            self._scoped(
+                tenant_id,
+                schedules.c.secret_ciphertext,
+                schedules.c.previous_secret_ciphertext,
+                schedules.c.previous_secret_expires_at,
+            ).where(schedules.c.id == schedule_id)
+        )
+        row = result.first()
+        if row is None:
+            return []
+        out = [self.box.decrypt(row[0], associated=schedule_id)]
+        if row[1] is not None and row[2] is not None and row[2] > now:
+            out.append(self.box.decrypt(row[1], associated=schedule_id))
+        return out
+
+    async def set_secret(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        secret: str,
+        *,
+        keep_previous_until: datetime | None,
+    ) -> None:
+        current = schedules.c.secret_ciphertext
+        await _execute(
+            self.session,
+            sa.update(schedules)
+            .where(schedules.c.id == schedule_id)
+            .where(schedules.c.tenant_id == tenant_id)
+            .values(
+                # SET expressions read the row's old values, so "previous := current" is atomic.
+                previous_secret_ciphertext=current if keep_previous_until is not None else None,
+                previous_secret_expires_at=keep_previous_until,
+                secret_ciphertext=self.box.encrypt(secret, associated=schedule_id),
+            ),
+        )
+
+
+class SqlIdempotencyRepository(IdempotencyRepository):
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        result = await self.session.execute(
+            sa.select(idempotency_keys.c.request_hash, idempotency_keys.c.schedule_id)
+            .where(idempotency_keys.c.tenant_id == tenant_id)
+            .where(idempotency_keys.c.key == key)
+        )
+        row = result.first()
+        return None if row is None else IdempotencyRecord(row[0], row[1])
+
+    async def add(self, tenant_id: str, key: str, record: IdempotencyRecord, now: datetime) -> None:
+        await _execute(
+            self.session,
+            sa.insert(idempotency_keys).values(
+                tenant_id=tenant_id,
+                key=key,
+                request_hash=record.request_hash,
+                schedule_id=record.schedule_id,
+                created_at=now,
+            ),
+        )
+
+
+async def _execute(session: AsyncSession, statement: Any) -> Any:
+    try:
+        return await session.execute(statement)
+    except IntegrityError as exc:
+        raise DuplicateKey(str(exc.orig)) from exc

@@ -1,0 +1,150 @@
+"""Scheduler settings (DESIGN.md §3), read from the environment once in bootstrap and passed down.
+
+Keys are SecretStr so they print as asterisks. `ensure_keys(dev=...)` is the one place that
+decides what happens when a key is missing: in dev mode it generates one under ./var (mode 0600);
+otherwise it raises MissingSetting whose message is one line naming the variable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_VAR_DIR = Path("var")
+DEV_SECRET_KEY_FILE = "scheduler_secret_key"
+DEV_AUTH_KEY_FILE = "auth_hs256_key"
+
+
+class MissingSetting(RuntimeError):
+    """A required setting is absent or malformed; str() is one line naming the variable."""
+
+
+class SchedulerSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    database_url: str = Field(
+        "sqlite+aiosqlite:///var/scheduler.db", validation_alias="SCHEDULER_DATABASE_URL"
+    )
+    kafka_bootstrap_servers: str | None = Field(None, validation_alias="KAFKA_BOOTSTRAP_SERVERS")
+    kafka_idempotent: bool = Field(True, validation_alias="KAFKA_IDEMPOTENT")
+    secret_key: SecretStr | None = Field(None, validation_alias="SCHEDULER_SECRET_KEY")
+    # Old keys still able to decrypt (comma-separated, same format) while rows are re-encrypted.
+    previous_secret_keys: SecretStr | None = Field(
+        None, validation_alias="SCHEDULER_PREVIOUS_SECRET_KEYS"
+    )
+    webhook_allow_private_networks: bool = Field(
+        False, validation_alias="WEBHOOK_ALLOW_PRIVATE_NETWORKS"
+    )
+    auth_hs256_key: SecretStr | None = Field(None, validation_alias="AUTH_HS256_KEY")
+
+    # Tenant limits for tenants without an entitlements event (DESIGN §9).
+    default_max_schedules: int = Field(100, validation_alias="SCHEDULER_DEFAULT_MAX_SCHEDULES")
+    default_min_interval_seconds: int = Field(
+        60, validation_alias="SCHEDULER_DEFAULT_MIN_INTERVAL_SECONDS"
+    )
+    default_max_runs_per_day: int = Field(
+        10_000, validation_alias="SCHEDULER_DEFAULT_MAX_RUNS_PER_DAY"
+    )
+    default_max_payload_bytes: int = Field(
+        65_536, validation_alias="SCHEDULER_DEFAULT_MAX_PAYLOAD_BYTES"
+    )
+
+    # Workers (used by the runs step).
+    dispatch_concurrency: int = Field(
+        64, ge=1, le=1000, validation_alias="SCHEDULER_DISPATCH_CONCURRENCY"
+    )
+    planner_lookahead_seconds: int = Field(
+        60, ge=1, le=3600, validation_alias="SCHEDULER_PLANNER_LOOKAHEAD_SECONDS"
+    )
+
+    # Rotation: how long the previous webhook secret keeps signing alongside the new one.
+    secret_rotation_grace_seconds: int = Field(
+        86_400, ge=0, le=30 * 86_400, validation_alias="SCHEDULER_SECRET_ROTATION_GRACE_SECONDS"
+    )
+    # Whole request bodies above this are refused with 413 before parsing.
+    max_request_bytes: int = Field(
+        256 * 1024, ge=1024, le=16 * 1024 * 1024, validation_alias="SCHEDULER_MAX_REQUEST_BYTES"
+    )
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def encryption_keys(self) -> list[bytes]:
+        """Current key first, then previous ones; raises MissingSetting on a missing/bad key."""
+        if self.secret_key is None:
+            raise MissingSetting(
+                "SCHEDULER_SECRET_KEY is not set (32 random bytes, URL-safe base64); "
+                "use `scheduler serve --dev` for a generated dev key"
+            )
+        keys = [_decode_key("SCHEDULER_SECRET_KEY", self.secret_key.get_secret_value())]
+        if self.previous_secret_keys is not None:
+            for raw in self.previous_secret_keys.get_secret_value().split(","):
+                if raw.strip():
+                    keys.append(_decode_key("SCHEDULER_PREVIOUS_SECRET_KEYS", raw.strip()))
+        return keys
+
+    def ensure_keys(self, *, dev: bool, var_dir: Path = DEV_VAR_DIR) -> SchedulerSettings:
+        """Return settings with both keys present: in dev mode generated (0600) under var_dir when
+        missing; otherwise MissingSetting for the first missing one."""
+        updates: dict[str, SecretStr] = {}
+        if self.secret_key is None and dev:
+            updates["secret_key"] = SecretStr(
+                read_or_create_dev_key(var_dir / DEV_SECRET_KEY_FILE, _new_secret_key)
+            )
+        if self.auth_hs256_key is None and dev and not _jwks_configured():
+            updates["auth_hs256_key"] = SecretStr(
+                read_or_create_dev_key(var_dir / DEV_AUTH_KEY_FILE, _new_auth_key)
+            )
+        settings = self.model_copy(update=updates)
+        settings.encryption_keys()
+        if settings.auth_hs256_key is None and not _jwks_configured():
+            raise MissingSetting(
+                "AUTH_HS256_KEY (or AUTH_JWKS_URL / AUTH_JWKS_FILE) is not set; "
+                "tokens cannot be verified"
+            )
+        return settings
+
+
+def _jwks_configured() -> bool:
+    return bool(os.environ.get("AUTH_JWKS_URL") or os.environ.get("AUTH_JWKS_FILE"))
+
+
+def _decode_key(name: str, raw: str) -> bytes:
+    try:
+        key = base64.urlsafe_b64decode(raw.encode("ascii") + b"=" * (-len(raw) % 4))
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise MissingSetting(f"{name} is not URL-safe base64") from None
+    if len(key) != 32:
+        raise MissingSetting(f"{name} must decode to 32 bytes, got {len(key)}")
+    return key
+
+
+def _new_secret_key() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def _new_auth_key() -> str:
+    return secrets.token_urlsafe(48)
+
+
+def read_or_create_dev_key(path: Path, make: object) -> str:
+    """Read a dev key file, creating it (mode 0600, exclusive create) when absent."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert callable(make)
+    value = str(make())
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process won the race: use its key
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    return value

@@ -1,0 +1,399 @@
+"""The run lifecycle (DESIGN.md §5-§6): one run per planned occurrence, attempted until it succeeds
+or is exhausted. Pure: every transition takes `now`; nothing here reads a clock or does I/O.
+
+State machine (anything else raises `IllegalTransition`):
+
+    Run.planned            -> pending
+    Run.skipped            -> skipped (misfire, overlap, tenant_suspended, quota at plan time)
+    pending   --claim          -> in_progress   (only once scheduled_for <= now)
+    retrying  --claim          -> in_progress   (only once next_attempt_at <= now)
+    in_progress(lease expired) --claim -> in_progress under the new owner (its worker died)
+    in_progress --record_attempt -> succeeded | retrying | failed (failed = dead letter)
+    in_progress --release      -> pending (no attempt yet) | retrying (due now)
+    pending | retrying | in_progress(owner) --skip -> skipped
+    succeeded, failed, skipped: terminal.
+
+Leases: `claim(owner, now, lease_seconds)` writes `lease_owner` and `lease_expires_at`. Every later
+write by a worker names its `owner` and is refused (`LeaseLost`) unless the run is still
+in_progress under that owner, so a worker whose lease expired and was taken over cannot overwrite
+the new holder's result. Use a fresh owner token per claim (e.g. worker id + `new_id("lse")`),
+so a worker that re-claims its own expired run is not confused with its earlier self. The SQL
+layer must write with the same condition (`UPDATE ... WHERE id = :id AND status = 'in_progress'
+AND lease_owner = :owner`) and treat 0 rows as `LeaseLost`.
+
+Dispatch index: a pending run has `next_attempt_at = scheduled_for` and a retrying run the time of
+its next attempt, so "due" is `status IN ('pending', 'retrying') AND next_attempt_at <= now` plus
+`status = 'in_progress' AND lease_expires_at <= now` (see `is_claimable`).
+
+Events: a run that reaches succeeded or failed records `schedule.run.succeeded` /
+`schedule.run.failed` in `events`; attempts made by a transition go to `new_attempts`. The unit
+of work writes both (outbox, delivery_attempt rows) in the run's transaction and clears them.
+Skipping records no event (DESIGN.md §9 lists none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from scheduler.domain.events import DomainEvent
+from scheduler.domain.ids import new_id, stable_id
+
+RESPONSE_EXCERPT_MAX_BYTES = 1024  # DESIGN.md: the stored excerpt is bounded to 1 KiB
+ERROR_MESSAGE_MAX_CHARS = 500  # enough for a resolver or TLS message; bounded per attempt row
+MAX_LEASE_SECONDS = 3600.0  # a lease longer than an hour would hide a dead worker for too long
+
+RUN_SUCCEEDED = "schedule.run.succeeded"
+RUN_FAILED = "schedule.run.failed"
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    """Planned; waits for `scheduled_for` and a dispatcher."""
+    IN_PROGRESS = "in_progress"
+    """Claimed under a lease; an attempt is (or was) being made."""
+    RETRYING = "retrying"
+    """An attempt failed retryably; waits for `next_attempt_at`."""
+    SUCCEEDED = "succeeded"
+    """Terminal: a 2xx arrived (webhook) or the broker acknowledged the event."""
+    FAILED = "failed"
+    """Terminal: exhausted or not retryable; listed as a dead letter, replayable."""
+    SKIPPED = "skipped"
+    """Terminal: never attempted (or attempts stopped); `skip_reason` says why."""
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED})
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    """Planned from the schedule's occurrences; unique per (schedule_id, scheduled_for)."""
+    MANUAL = "manual"
+    """POST .../trigger: run now, outside the plan."""
+    REPLAY = "replay"
+    """POST .../runs/{id}/replay: a new run with the replayed run's payload."""
+
+
+class SkipReason(StrEnum):
+    MISFIRE = "misfire"
+    """Missed while the scheduler was down or behind; dropped by misfire_policy."""
+    OVERLAP = "overlap"
+    """overlap_policy skip and the previous run was unfinished."""
+    TENANT_SUSPENDED = "tenant_suspended"
+    """The tenant was suspended at scheduled_for (or, for a retry, when it came due)."""
+    QUOTA = "quota"
+    """The tenant's max_runs_per_day was used up."""
+
+
+class RunError(Exception):
+    """Base of the run aggregate's errors; the API maps them, the domain knows no HTTP."""
+
+
+class IllegalTransition(RunError):
+    """The transition is not allowed from the run's current status."""
+
+
+class LeaseLost(IllegalTransition):
+    """The caller no longer holds the run's lease (expired and taken over, or never held)."""
+
+
+def _aware(name: str, value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware")
+    return value
+
+
+def _truncate_utf8(text: str, max_bytes: int) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text
+    # Cut at a byte bound, then drop a partial trailing character.
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What one delivery attempt produced, built by the service layer from webhookdeliver's result
+    (the domain does not import webhookdeliver). Oversized text is truncated, not refused.
+
+    `retryable` is the mechanism's verdict (network error, timeout, 408, 429, 5xx);
+    `retry_after_seconds` is the receiver's Retry-After, for the caller's backoff computation.
+    """
+
+    ok: bool
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    response_excerpt: str | None = None
+    retryable: bool = False
+    retry_after_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        _aware("started_at", self.started_at)
+        if self.duration_ms < 0:
+            raise ValueError("duration_ms must be >= 0")
+        if self.ok and self.error_kind is not None:
+            raise ValueError("a successful attempt has no error_kind")
+        if not self.ok and self.error_kind is None:
+            raise ValueError("a failed attempt needs an error_kind")
+        if self.response_excerpt is not None:
+            excerpt = _truncate_utf8(self.response_excerpt, RESPONSE_EXCERPT_MAX_BYTES)
+            object.__setattr__(self, "response_excerpt", excerpt)
+        if self.error_message is not None and len(self.error_message) > ERROR_MESSAGE_MAX_CHARS:
+            msg = self.error_message[: ERROR_MESSAGE_MAX_CHARS - 1] + "…"
+            object.__setattr__(self, "error_message", msg)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery_attempt row; `number` is 1-based and attempts are listed in number order."""
+
+    run_id: str
+    number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error_kind: str | None
+    error_message: str | None
+    response_excerpt: str | None
+
+
+@dataclass(eq=False)
+class Run:
+    """The run aggregate. Build new ones with `Run.planned` / `Run.skipped`; the repository may
+    rebuild stored ones with the constructor (then `events` and `new_attempts` start empty)."""
+
+    id: str
+    tenant_id: str
+    schedule_id: str
+    scheduled_for: datetime
+    trigger: Trigger
+    status: RunStatus
+    skip_reason: SkipReason | None = None
+    attempt_count: int = 0
+    next_attempt_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    created_at: datetime | None = None
+    payload: Mapping[str, Any] | None = None
+    """Payload snapshot for a replay; None means "the schedule's payload when attempted"."""
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    events: list[DomainEvent] = field(default_factory=list)
+    new_attempts: list[Attempt] = field(default_factory=list)
+
+    # ---- creation -------------------------------------------------------------------------
+
+    @classmethod
+    def planned(
+        cls,
+        *,
+        tenant_id: str,
+        schedule_id: str,
+        scheduled_for: datetime,
+        now: datetime,
+        trigger: Trigger = Trigger.SCHEDULE,
+        payload: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """A pending run, due at `scheduled_for` (a manual trigger or replay passes `now`)."""
+        _aware("scheduled_for", scheduled_for)
+        _aware("now", now)
+        return cls(
+            id=run_id or new_id("run", at=now),
+            tenant_id=tenant_id,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            trigger=trigger,
+            status=RunStatus.PENDING,
+            next_attempt_at=scheduled_for,
+            created_at=now,
+            payload=payload,
+        )
+
+    @classmethod
+    def skipped(
+        cls,
+        *,
+        tenant_id: str,
+        schedule_id: str,
+        scheduled_for: datetime,
+        now: datetime,
+        reason: SkipReason,
+        trigger: Trigger = Trigger.SCHEDULE,
+        run_id: str | None = None,
+    ) -> Run:
+        """A run recorded as skipped at plan time, so the occurrence is never silently lost."""
+        _aware("scheduled_for", scheduled_for)
+        _aware("now", now)
+        return cls(
+            id=run_id or new_id("run", at=now),
+            tenant_id=tenant_id,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            trigger=trigger,
+            status=RunStatus.SKIPPED,
+            skip_reason=SkipReason(reason),
+            finished_at=now,
+            created_at=now,
+        )
+
+    # ---- queries --------------------------------------------------------------------------
+
+    def is_claimable(self, now: datetime) -> bool:
+        """Pending or retrying and due, or in_progress with an expired lease (its worker died)."""
+        _aware("now", now)
+        if self.status in (RunStatus.PENDING, RunStatus.RETRYING):
+            return self.next_attempt_at is not None and self.next_attempt_at <= now
+        if self.status is RunStatus.IN_PROGRESS:
+            return self.lease_expires_at is None or self.lease_expires_at <= now
+        return False
+
+    def holds_lease(self, owner: str) -> bool:
+        return self.status is RunStatus.IN_PROGRESS and self.lease_owner == owner
+
+    # ---- transitions ----------------------------------------------------------------------
+
+    def claim(self, owner: str, now: datetime, lease_seconds: float) -> None:
+        """Take the run for one attempt until `now + lease_seconds` (must exceed the attempt's
+        timeout). Refused unless `is_claimable(now)`: never before scheduled_for."""
+        if not owner:
+            raise ValueError("owner must be non-empty")
+        if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
+            raise ValueError(f"lease_seconds must be in (0, {MAX_LEASE_SECONDS:g}]")
+        if not self.is_claimable(now):
+            raise IllegalTransition(f"run {self.id} is {self.status} and not claimable now")
+        self.status = RunStatus.IN_PROGRESS
+        self.lease_owner = owner
+        self.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        self.next_attempt_at = None
+        if self.started_at is None:
+            self.started_at = now
+
+    def extend_lease(self, owner: str, now: datetime, lease_seconds: float) -> None:
+        """Push the lease out for a long attempt. Allowed while the owner still holds the run,
+        even just after expiry as long as nobody took it over."""
+        if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
+            raise ValueError(f"lease_seconds must be in (0, {MAX_LEASE_SECONDS:g}]")
+        self._require_lease(owner)
+        self.lease_expires_at = _aware("now", now) + timedelta(seconds=lease_seconds)
+
+    def release(self, owner: str, now: datetime) -> None:
+        """Give the run back without an attempt (clean shutdown): claimable again at once."""
+        _aware("now", now)
+        self._require_lease(owner)
+        self._drop_lease()
+        if self.attempt_count == 0:
+            self.status = RunStatus.PENDING
+            self.next_attempt_at = self.scheduled_for
+            self.started_at = None
+        else:
+            self.status = RunStatus.RETRYING
+            self.next_attempt_at = now
+
+    def record_attempt(
+        self,
+        owner: str,
+        outcome: AttemptOutcome,
+        now: datetime,
+        next_delay_seconds: float | None,
+    ) -> Attempt:
+        """Record one attempt made under `owner`'s lease and move the run:
+        ok -> succeeded; not ok and retryable with a delay -> retrying at `now + delay`;
+        otherwise (not retryable, or `next_delay_seconds` None = backoff exhausted) -> failed.
+
+        The caller computes the delay from the schedule's retry policy (attempt count, elapsed
+        time since scheduled_for, Retry-After) and passes None when exhausted.
+        """
+        _aware("now", now)
+        self._require_lease(owner)
+        if next_delay_seconds is not None and not next_delay_seconds >= 0:
+            raise ValueError("next_delay_seconds must be >= 0 or None")
+        self.attempt_count += 1
+        attempt = Attempt(
+            run_id=self.id,
+            number=self.attempt_count,
+            started_at=outcome.started_at,
+            duration_ms=outcome.duration_ms,
+            status_code=outcome.status_code,
+            error_kind=outcome.error_kind,
+            error_message=outcome.error_message,
+            response_excerpt=outcome.response_excerpt,
+        )
+        self.new_attempts.append(attempt)
+        self._drop_lease()
+        if outcome.ok:
+            self._finish(RunStatus.SUCCEEDED, now)
+            self._record_event(RUN_SUCCEEDED, now, {"status_code": outcome.status_code})
+        elif outcome.retryable and next_delay_seconds is not None:
+            self.status = RunStatus.RETRYING
+            self.next_attempt_at = now + timedelta(seconds=next_delay_seconds)
+        else:
+            self._finish(RunStatus.FAILED, now)
+            last_error = {
+                "kind": outcome.error_kind,
+                "message": outcome.error_message,
+                "status_code": outcome.status_code,
+            }
+            self._record_event(RUN_FAILED, now, {"last_error": last_error})
+        return attempt
+
+    def skip(self, reason: SkipReason, now: datetime, *, owner: str | None = None) -> None:
+        """Stop the run without (further) attempts: a pending run whose tenant was suspended at
+        scheduled_for, a planned-ahead run that overlaps (overlap_policy skip), or in-flight
+        retries of a tenant that got suspended. An in_progress run needs its lease `owner`.
+        A skipped run emits no event and does not count toward the breaker."""
+        _aware("now", now)
+        if self.status is RunStatus.IN_PROGRESS:
+            if owner is None:
+                raise IllegalTransition(f"run {self.id} is in_progress: only its owner may skip")
+            self._require_lease(owner)
+        elif self.status not in (RunStatus.PENDING, RunStatus.RETRYING):
+            raise IllegalTransition(f"run {self.id} is {self.status}; cannot skip")
+        self._drop_lease()
+        self.skip_reason = SkipReason(reason)
+        self._finish(RunStatus.SKIPPED, now)
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _require_lease(self, owner: str) -> None:
+        if self.status is not RunStatus.IN_PROGRESS:
+            raise LeaseLost(f"run {self.id} is {self.status}, not in_progress under {owner!r}")
+        if self.lease_owner != owner:
+            raise LeaseLost(f"run {self.id} is leased to another worker, not {owner!r}")
+
+    def _drop_lease(self) -> None:
+        self.lease_owner = None
+        self.lease_expires_at = None
+
+    def _finish(self, status: RunStatus, now: datetime) -> None:
+        self.status = status
+        self.finished_at = now
+        self.next_attempt_at = None
+
+    def _record_event(self, type_: str, now: datetime, extra: Mapping[str, Any]) -> None:
+        data: dict[str, Any] = {"trigger": str(self.trigger), "attempt_count": self.attempt_count}
+        data.update(extra)
+        self.events.append(
+            DomainEvent(
+                # Derived from the run and the outcome: a re-run of the same write yields the same
+                # id, and a run finishes once, so consumers can deduplicate on it.
+                id=stable_id("evt", self.id, type_),
+                type=type_,
+                tenant_id=self.tenant_id,
+                time=now,
+                schedule_id=self.schedule_id,
+                data=data,
+                run_id=self.id,
+                scheduled_for=self.scheduled_for,
+            )
+        )

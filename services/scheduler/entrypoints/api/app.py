@@ -1,0 +1,75 @@
+"""The scheduler's FastAPI app factory. Everything it needs arrives in an ApiContext built by
+bootstrap; lifespan hooks let the composition root start and stop what it owns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from authclient import TokenVerifier
+from authclient.fastapi import install as install_auth
+from scheduler.bootstrap import Container, rotation_grace
+from scheduler.entrypoints.api import health, schedules
+from scheduler.entrypoints.api.context import ApiContext
+from scheduler.entrypoints.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from scheduler.entrypoints.api.problems import install_problem_handlers
+
+Hook = Callable[[], Awaitable[None]]
+
+
+def create_app(
+    ctx: ApiContext,
+    verifier: TokenVerifier,
+    *,
+    max_request_bytes: int = 256 * 1024,
+    on_startup: list[Hook] | None = None,
+    on_shutdown: list[Hook] | None = None,
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        for hook in on_startup or []:
+            await hook()
+        try:
+            yield
+        finally:
+            for hook in on_shutdown or []:
+                await hook()
+
+    app = FastAPI(
+        title="scheduler",
+        version="1",
+        description="Cron-as-a-service: schedules, occurrences and (next) runs. DESIGN.md §5.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    install_problem_handlers(app)
+    install_auth(app, verifier)
+    app.include_router(health.router)
+    app.include_router(schedules.router)
+    app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
+    return app
+
+
+def app_from_container(container: Container, *, migrate_on_start: bool = False) -> FastAPI:
+    """The app wired to a bootstrap Container; the engine is disposed on shutdown."""
+    ctx = ApiContext(
+        uow_factory=container.uow_factory,
+        clock=container.clock,
+        new_secret=container.new_secret,
+        limits_for=container.limits_for,
+        check_database=container.check_database,
+        allow_private_networks=container.settings.webhook_allow_private_networks,
+        rotation_grace=rotation_grace(container.settings),
+        metrics=Metrics(CollectorRegistry()),
+    )
+    return create_app(
+        ctx,
+        container.verifier,
+        max_request_bytes=container.settings.max_request_bytes,
+        on_startup=[container.migrate] if migrate_on_start else [],
+        on_shutdown=[container.aclose],
+    )

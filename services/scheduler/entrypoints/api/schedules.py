@@ -1,0 +1,360 @@
+"""/v1/schedules/ routes: create, list, get, patch, delete, pause, resume, rotate, occurrences.
+
+Every route is scoped to the caller's tenant: another tenant's id answers 404 exactly like a
+missing one. The signing secret appears only in the create and rotate responses.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
+
+from authclient import Principal
+from authclient.fastapi import require
+from scheduler.domain.occurrences import format_occurrence
+from scheduler.domain.policies import (
+    Action,
+    BreakerPolicy,
+    RetryPolicy,
+    ScheduleState,
+)
+from scheduler.domain.schedule import Schedule, Target
+from scheduler.entrypoints.api.context import ApiContext, context_of
+from scheduler.entrypoints.api.schemas import (
+    OccurrencesOut,
+    PauseIn,
+    Problem,
+    ScheduleCreate,
+    ScheduleList,
+    ScheduleOut,
+    SchedulePatch,
+    ScheduleWithSecret,
+    TargetIn,
+)
+from scheduler.service_layer import schedules as svc
+from scheduler.service_layer.errors import InvalidInput, VersionMismatch
+from scheduler.service_layer.unit_of_work import ListFilter
+from webhookdeliver import InvalidTargetURL, validate_target_url
+
+READ = "schedules:read"
+WRITE = "schedules:write"
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+
+_problem = {"model": Problem, "content": {"application/problem+json": {}}}
+_errors: dict[int | str, dict[str, Any]] = {
+    401: _problem,
+    403: _problem,
+    404: _problem,
+    422: _problem,
+}
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=_errors)
+
+IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
+IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
+
+
+def to_out(s: Schedule) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "name": s.name,
+        "cron": s.cron,
+        "timezone": s.timezone,
+        "action": s.action,
+        "target": None
+        if s.target is None
+        else {
+            "url": s.target.url,
+            "headers": dict(s.target.headers),
+            "timeout_seconds": s.target.timeout_seconds,
+        },
+        "payload": s.payload,
+        "retry_policy": _retry_out(s.retry_policy),
+        "misfire_policy": s.misfire_policy,
+        "overlap_policy": s.overlap_policy,
+        "breaker": {"failure_threshold": s.breaker.failure_threshold},
+        "state": s.state,
+        "paused_reason": s.paused_reason,
+        "next_run_at": s.next_run_at,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+        "version": s.version,
+    }
+
+
+def _retry_out(p: RetryPolicy) -> dict[str, Any]:
+    return {
+        "max_attempts": p.max_attempts,
+        "initial_backoff_seconds": p.initial_backoff_seconds,
+        "max_backoff_seconds": p.max_backoff_seconds,
+        "multiplier": p.multiplier,
+        "max_retry_duration_seconds": p.max_retry_duration_seconds,
+    }
+
+
+def _out(s: Schedule) -> ScheduleOut:
+    return ScheduleOut.model_validate(to_out(s))
+
+
+def etag(s: Schedule) -> str:
+    return f'"{s.version}"'
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """`"3"` or `W/"3"` -> 3; absent or `*` -> None (no precondition). Anything else can never
+    match a current version, so it is a 412 (RFC 9110 §13.1.1)."""
+    if value is None or value.strip() == "*":
+        return None
+    tag = value.strip().removeprefix("W/").strip('"')
+    if not tag.isdigit() or len(tag) > 18:
+        raise VersionMismatch()
+    return int(tag)
+
+
+def _target(ctx: ApiContext, t: TargetIn | None) -> Target | None:
+    if t is None:
+        return None
+    try:
+        validate_target_url(t.url, allow_private_networks=ctx.allow_private_networks)
+    except InvalidTargetURL as exc:
+        raise InvalidInput("target.url", exc.reason) from None
+    return Target(url=t.url, headers=dict(t.headers), timeout_seconds=t.timeout_seconds)
+
+
+def _spec(ctx: ApiContext, body: ScheduleCreate) -> svc.ScheduleSpec:
+    return svc.ScheduleSpec(
+        name=body.name,
+        cron=body.cron,
+        timezone=body.timezone,
+        action=body.action,
+        target=_target(ctx, body.target),
+        payload=body.payload,
+        retry_policy=RetryPolicy(**body.retry_policy.model_dump()),
+        misfire_policy=body.misfire_policy,
+        overlap_policy=body.overlap_policy,
+        breaker=BreakerPolicy(**body.breaker.model_dump()),
+    )
+
+
+_NULLABLE = {"target", "payload"}
+
+
+def _changes(ctx: ApiContext, body: SchedulePatch) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for name in body.model_fields_set:
+        value = getattr(body, name)
+        if value is None and name not in _NULLABLE:
+            raise InvalidInput(name, "may not be null")
+        if name == "target":
+            changes[name] = _target(ctx, value)
+        elif name == "retry_policy":
+            changes[name] = RetryPolicy(**value.model_dump())
+        elif name == "breaker":
+            changes[name] = BreakerPolicy(**value.model_dump())
+        else:
+            changes[name] = value
+    return changes
+
+
+def _with_etag(response: Response, s: Schedule) -> None:
+    response.headers["ETag"] = etag(s)
+
+
+@router.post(
+    "/",
+    status_code=201,
+    response_model=ScheduleWithSecret,
+    responses={409: _problem, 413: _problem},
+    summary="Create a schedule (honours Idempotency-Key)",
+)
+async def create_schedule(
+    request: Request,
+    response: Response,
+    body: ScheduleCreate,
+    principal: Principal = require(WRITE),
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS),
+    ] = None,
+) -> ScheduleWithSecret:
+    ctx = context_of(request)
+    created = await svc.create_schedule(
+        ctx.uow_factory(),
+        _spec(ctx, body),
+        tenant_id=principal.tenant_id,
+        clock=ctx.clock,
+        new_secret=ctx.new_secret,
+        limits=ctx.limits_for(principal.tenant_id),
+        idempotency_key=idempotency_key,
+        body_hash=svc.request_hash(body.model_dump(mode="json")),
+    )
+    if created.replayed:
+        response.status_code = 200
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
+    _with_etag(response, created.schedule)
+    return ScheduleWithSecret(**_out(created.schedule).model_dump(), secret=created.secret)
+
+
+@router.get("/", response_model=ScheduleList, summary="List schedules (cursor pagination)")
+async def list_schedules(
+    request: Request,
+    principal: Principal = require(READ),
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    state: ScheduleState | None = None,
+    action: Action | None = None,
+) -> ScheduleList:
+    ctx = context_of(request)
+    page = await svc.list_schedules(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        limit=limit,
+        cursor=cursor,
+        filters=ListFilter(state=state, action=action),
+    )
+    return ScheduleList(items=[_out(s) for s in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/{schedule_id}", response_model=ScheduleOut)
+async def get_schedule(
+    request: Request, response: Response, schedule_id: IdPath, principal: Principal = require(READ)
+) -> ScheduleOut:
+    ctx = context_of(request)
+    s = await svc.get_schedule(
+        ctx.uow_factory(), tenant_id=principal.tenant_id, schedule_id=schedule_id
+    )
+    _with_etag(response, s)
+    return _out(s)
+
+
+@router.patch(
+    "/{schedule_id}",
+    response_model=ScheduleOut,
+    responses={409: _problem, 412: _problem},
+    summary="Partial update; send If-Match with the ETag for a safe concurrent edit",
+)
+async def patch_schedule(
+    request: Request,
+    response: Response,
+    schedule_id: IdPath,
+    body: SchedulePatch,
+    principal: Principal = require(WRITE),
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    ctx = context_of(request)
+    expected = parse_if_match(if_match)
+    s = await svc.update_schedule(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        changes=_changes(ctx, body),
+        expected_version=expected,
+        clock=ctx.clock,
+        limits=ctx.limits_for(principal.tenant_id),
+    )
+    _with_etag(response, s)
+    return _out(s)
+
+
+@router.delete(
+    "/{schedule_id}", status_code=204, response_class=Response, responses={412: _problem}
+)
+async def delete_schedule(
+    request: Request,
+    schedule_id: IdPath,
+    principal: Principal = require(WRITE),
+    if_match: IfMatch = None,
+) -> Response:
+    ctx = context_of(request)
+    await svc.delete_schedule(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        expected_version=parse_if_match(if_match),
+        clock=ctx.clock,
+    )
+    return Response(status_code=204)
+
+
+@router.post("/{schedule_id}/pause", response_model=ScheduleOut, responses={412: _problem})
+async def pause_schedule(
+    request: Request,
+    response: Response,
+    schedule_id: IdPath,
+    principal: Principal = require(WRITE),
+    body: Annotated[PauseIn | None, Body()] = None,
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    ctx = context_of(request)
+    s = await svc.pause_schedule(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        reason=body.reason if body else None,
+        expected_version=parse_if_match(if_match),
+        clock=ctx.clock,
+    )
+    _with_etag(response, s)
+    return _out(s)
+
+
+@router.post("/{schedule_id}/resume", response_model=ScheduleOut, responses={412: _problem})
+async def resume_schedule(
+    request: Request,
+    response: Response,
+    schedule_id: IdPath,
+    principal: Principal = require(WRITE),
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    ctx = context_of(request)
+    s = await svc.resume_schedule(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        expected_version=parse_if_match(if_match),
+        clock=ctx.clock,
+    )
+    _with_etag(response, s)
+    return _out(s)
+
+
+@router.post("/{schedule_id}/secret/rotate", response_model=ScheduleWithSecret)
+async def rotate_secret(
+    request: Request,
+    response: Response,
+    schedule_id: IdPath,
+    principal: Principal = require(WRITE),
+) -> ScheduleWithSecret:
+    ctx = context_of(request)
+    s, secret = await svc.rotate_secret(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        clock=ctx.clock,
+        new_secret=ctx.new_secret,
+        grace=ctx.rotation_grace,
+    )
+    _with_etag(response, s)
+    return ScheduleWithSecret(**_out(s).model_dump(), secret=secret)
+
+
+@router.get("/{schedule_id}/occurrences", response_model=OccurrencesOut)
+async def occurrences(
+    request: Request,
+    schedule_id: IdPath,
+    principal: Principal = require(READ),
+    count: Annotated[int, Query(ge=1, le=svc.MAX_OCCURRENCES_PREVIEW)] = 10,
+) -> OccurrencesOut:
+    ctx = context_of(request)
+    s = await svc.get_schedule(
+        ctx.uow_factory(), tenant_id=principal.tenant_id, schedule_id=schedule_id
+    )
+    items = await svc.preview_occurrences(
+        ctx.uow_factory(),
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        count=count,
+        clock=ctx.clock,
+    )
+    return OccurrencesOut(timezone=s.timezone, items=[format_occurrence(i) for i in items])

@@ -1,0 +1,56 @@
+"""Service-layer errors. They know nothing of HTTP; entrypoints/api/problems.py maps each class to
+a problem+json status and type."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Root of the errors a use case raises on purpose."""
+
+
+class NotFound(ServiceError):
+    """No such schedule for this tenant (another tenant's, deleted, or never existed look alike)."""
+
+    def __init__(self, kind: str, id_: str) -> None:
+        super().__init__(f"{kind} {id_!r} not found")
+        self.kind = kind
+        self.id = id_
+
+
+class InvalidInput(ServiceError):
+    """A value the API shape allowed but the rules do not; names the field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class VersionMismatch(ServiceError):
+    """If-Match named another version, or a concurrent writer got there first."""
+
+    def __init__(self, current_version: int | None = None) -> None:
+        super().__init__("the schedule was changed by another request; fetch it and retry")
+        self.current_version = current_version
+
+
+class IdempotencyConflict(ServiceError):
+    """The Idempotency-Key was already used with a different request body."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("this Idempotency-Key was already used with a different request body")
+        self.key = key
+
+
+class QuotaExceeded(ServiceError):
+    """A tenant limit refuses the change; names the limit by its key and the current value."""
+
+    def __init__(self, limit: str, limit_value: int, current: int) -> None:
+        super().__init__(f"{limit} is {limit_value}; this request needs {current}")
+        self.limit = limit
+        self.limit_value = limit_value
+        self.current = current
+
+
+class DuplicateKey(ServiceError):
+    """Raised by repositories when a unique key is violated at commit (a concurrent twin won)."""

@@ -1,0 +1,403 @@
+"""Schedule use cases. Each takes a fresh unit of work and the calling tenant; none knows HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.domain.expression import InvalidScheduleExpression
+from scheduler.domain.ids import new_id
+from scheduler.domain.occurrences import Recurrence
+from scheduler.domain.policies import (
+    Action,
+    BreakerPolicy,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleState,
+)
+from scheduler.domain.schedule import Schedule, ScheduleDeleted, Target
+from scheduler.service_layer.cursor import decode_cursor, encode_cursor
+from scheduler.service_layer.errors import (
+    DuplicateKey,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    QuotaExceeded,
+    VersionMismatch,
+)
+from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
+
+Clock = Callable[[], datetime]
+SecretFactory = Callable[[], str]
+
+MAX_OCCURRENCES_PREVIEW = 100
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    """A tenant's limits (DESIGN §9); the tenants step feeds entitlements events in here."""
+
+    max_schedules: int = 100
+    min_interval_seconds: int = 60
+    max_runs_per_day: int = 10_000
+    max_payload_bytes: int = 65_536
+
+
+LimitsProvider = Callable[[str], TenantLimits]
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A complete, shape-valid schedule definition (the API builds it from the request body)."""
+
+    name: str
+    cron: str
+    timezone: str
+    action: Action
+    target: Target | None
+    payload: Any = None
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+
+
+@dataclass(frozen=True)
+class Created:
+    schedule: Schedule
+    secret: str
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Schedule]
+    next_cursor: str | None
+
+
+def request_hash(body: Mapping[str, Any]) -> str:
+    """Canonical hash of a create request (key order and whitespace do not matter)."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_recurrence(cron: str, timezone: str) -> Recurrence:
+    try:
+        return Recurrence.parse(cron, timezone)
+    except InvalidScheduleExpression as exc:
+        raise InvalidInput("timezone" if exc.field == "timezone" else "cron", str(exc)) from None
+
+
+def _check_rules(spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimits) -> None:
+    """Cross-field and policy rules the request shape cannot express."""
+    if spec.action is Action.WEBHOOK and spec.target is None:
+        raise InvalidInput("target", "is required when action is 'webhook'")
+    if spec.action is Action.EVENT and spec.target is not None:
+        raise InvalidInput("target", "must be absent when action is 'event'")
+    for name, reason in spec.retry_policy.problems():
+        raise InvalidInput(f"retry_policy.{name}", reason)
+    for name, reason in spec.breaker.problems():
+        raise InvalidInput(f"breaker.{name}", reason)
+    size = len(json.dumps(spec.payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limits.max_payload_bytes:
+        raise QuotaExceeded("max_payload_bytes", limits.max_payload_bytes, size)
+    interval = recurrence.min_interval_seconds()
+    if interval < limits.min_interval_seconds:
+        raise QuotaExceeded("min_interval_seconds", limits.min_interval_seconds, interval)
+
+
+def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "cron": spec.cron,
+        "timezone": spec.timezone,
+        "action": spec.action,
+        "target": spec.target,
+        "payload": spec.payload,
+        "retry_policy": spec.retry_policy,
+        "misfire_policy": spec.misfire_policy,
+        "overlap_policy": spec.overlap_policy,
+        "breaker": spec.breaker,
+    }
+
+
+def _spec_of(schedule: Schedule) -> ScheduleSpec:
+    return ScheduleSpec(
+        name=schedule.name,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        action=schedule.action,
+        target=schedule.target,
+        payload=schedule.payload,
+        retry_policy=schedule.retry_policy,
+        misfire_policy=schedule.misfire_policy,
+        overlap_policy=schedule.overlap_policy,
+        breaker=schedule.breaker,
+    )
+
+
+async def create_schedule(
+    uow: UnitOfWork,
+    spec: ScheduleSpec,
+    *,
+    tenant_id: str,
+    clock: Clock,
+    new_secret: SecretFactory,
+    limits: TenantLimits,
+    idempotency_key: str | None = None,
+    body_hash: str | None = None,
+) -> Created:
+    """Create a schedule. With an Idempotency-Key: the same key and body return the first result
+    (`replayed=True`, same secret: the client may have lost the first response); the same key
+    with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
+    recurrence = parse_recurrence(spec.cron, spec.timezone)
+    _check_rules(spec, recurrence, limits)
+    for attempt in range(2):
+        try:
+            return await _create_once(
+                uow,
+                spec,
+                recurrence,
+                tenant_id,
+                clock,
+                new_secret,
+                limits,
+                idempotency_key,
+                body_hash,
+            )
+        except DuplicateKey:
+            if attempt == 1 or idempotency_key is None:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _create_once(
+    uow: UnitOfWork,
+    spec: ScheduleSpec,
+    recurrence: Recurrence,
+    tenant_id: str,
+    clock: Clock,
+    new_secret: SecretFactory,
+    limits: TenantLimits,
+    idempotency_key: str | None,
+    body_hash: str | None,
+) -> Created:
+    async with uow:
+        if idempotency_key is not None:
+            previous = await uow.idempotency.get(tenant_id, idempotency_key)
+            if previous is not None:
+                if previous.request_hash != body_hash:
+                    raise IdempotencyConflict(idempotency_key)
+                existing = await uow.schedules.get(tenant_id, previous.schedule_id)
+                if existing is None:  # deleted since: the key stays spent
+                    raise IdempotencyConflict(idempotency_key)
+                secrets = await uow.schedules.secrets(tenant_id, existing.id, clock())
+                return Created(existing, secrets[0], replayed=True)
+        count = await uow.schedules.count_live(tenant_id)
+        if count >= limits.max_schedules:
+            raise QuotaExceeded("max_schedules", limits.max_schedules, count + 1)
+        now = clock()
+        schedule = Schedule.create(
+            id=new_id("sch", at=now),
+            tenant_id=tenant_id,
+            next_run_at=recurrence.next_after(now),
+            now=now,
+            **_spec_fields(spec),
+        )
+        secret = new_secret()
+        await uow.schedules.add(schedule, secret)
+        if idempotency_key is not None:
+            await uow.idempotency.add(
+                tenant_id,
+                idempotency_key,
+                IdempotencyRecord(request_hash=body_hash or "", schedule_id=schedule.id),
+                now,
+            )
+        await uow.commit()
+        return Created(schedule, secret, replayed=False)
+
+
+async def get_schedule(uow: UnitOfWork, *, tenant_id: str, schedule_id: str) -> Schedule:
+    async with uow:
+        return await _load(uow, tenant_id, schedule_id)
+
+
+async def list_schedules(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    limit: int,
+    cursor: str | None,
+    filters: ListFilter,
+) -> Page:
+    """One page ordered by (created_at, id). The cursor is the last item's key, so rows inserted
+    later (later created_at) never shift or repeat what a client already saw."""
+    after = decode_cursor(cursor) if cursor else None
+    async with uow:
+        rows = list(
+            await uow.schedules.list_page(tenant_id, limit=limit + 1, after=after, filters=filters)
+        )
+    more = len(rows) > limit
+    items = rows[:limit]
+    next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more and items else None
+    return Page(items, next_cursor)
+
+
+async def update_schedule(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    changes: Mapping[str, Any],
+    expected_version: int | None,
+    clock: Clock,
+    limits: TenantLimits,
+) -> Schedule:
+    """Partial update. A cron/timezone change recomputes next_run_at from now."""
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        spec = ScheduleSpec(**{**_spec_fields(_spec_of(schedule)), **changes})
+        recurrence = parse_recurrence(spec.cron, spec.timezone)
+        _check_rules(spec, recurrence, limits)
+        now = clock()
+        # Only a new cron/zone moves the plan position; otherwise keep it, so an occurrence the
+        # planner has not reached yet is not skipped by an unrelated edit.
+        if "cron" in changes or "timezone" in changes:
+            next_run_at = recurrence.next_after(now)
+        else:
+            next_run_at = schedule.next_run_at
+        schedule.update(changes, next_run_at=next_run_at, now=now)
+        await uow.schedules.save(schedule)
+        await uow.commit()
+        return schedule
+
+
+async def pause_schedule(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    reason: str | None,
+    expected_version: int | None,
+    clock: Clock,
+) -> Schedule:
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        schedule.pause(reason, clock())
+        await uow.schedules.save(schedule)
+        await uow.commit()
+        return schedule
+
+
+async def resume_schedule(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    expected_version: int | None,
+    clock: Clock,
+) -> Schedule:
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        if schedule.state is ScheduleState.PAUSED:
+            now = clock()
+            schedule.resume(parse_recurrence(schedule.cron, schedule.timezone).next_after(now), now)
+            await uow.schedules.save(schedule)
+            await uow.commit()
+        return schedule
+
+
+async def delete_schedule(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    expected_version: int | None,
+    clock: Clock,
+) -> None:
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        schedule.delete(clock())
+        await uow.schedules.save(schedule)
+        await uow.commit()
+
+
+async def rotate_secret(
+    uow: UnitOfWork,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    clock: Clock,
+    new_secret: SecretFactory,
+    grace: timedelta,
+) -> tuple[Schedule, str]:
+    """New current secret; the old one keeps signing alongside until now + grace."""
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        now = clock()
+        secret = new_secret()
+        await uow.schedules.set_secret(
+            tenant_id, schedule_id, secret, keep_previous_until=now + grace if grace else None
+        )
+        schedule.secret_rotated(now)
+        await uow.schedules.save(schedule)
+        await uow.commit()
+        return schedule, secret
+
+
+async def preview_occurrences(
+    uow: UnitOfWork, *, tenant_id: str, schedule_id: str, count: int, clock: Clock
+) -> list[datetime]:
+    """The next `count` occurrences after now (after next_run_at's predecessor would need the
+    planner; "after now" is what a tenant means by "next")."""
+    if not 1 <= count <= MAX_OCCURRENCES_PREVIEW:
+        raise InvalidInput("count", f"must be between 1 and {MAX_OCCURRENCES_PREVIEW}")
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+    recurrence = parse_recurrence(schedule.cron, schedule.timezone)
+    out: list[datetime] = []
+    for when in recurrence.iter_after(clock()):
+        out.append(when)
+        if len(out) >= count:
+            break
+    return out
+
+
+async def _load(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
+    schedule = await uow.schedules.get(tenant_id, schedule_id)
+    if schedule is None or schedule.is_deleted:
+        raise NotFound("schedule", schedule_id)
+    return schedule
+
+
+def _check_version(schedule: Schedule, expected: int | None) -> None:
+    if expected is not None and expected != schedule.version:
+        raise VersionMismatch(schedule.version)
+
+
+__all__ = [
+    "Created",
+    "Page",
+    "ScheduleDeleted",
+    "ScheduleSpec",
+    "TenantLimits",
+    "create_schedule",
+    "delete_schedule",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "preview_occurrences",
+    "request_hash",
+    "resume_schedule",
+    "rotate_secret",
+    "update_schedule",
+]

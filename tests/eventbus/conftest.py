@@ -1,0 +1,1 @@
+from tests.support.kafka import kafka_bootstrap, tansu_broker  # noqa: F401  (pytest fixtures)
