@@ -10,6 +10,7 @@ what a key may verify, so an HS256 token "signed" with a published RSA key is re
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -183,7 +184,14 @@ def _numeric_date(claims: dict[str, Any], name: str) -> float | None:
     value = claims[name]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise AuthError(f"token {name} claim is not a number")
-    return float(value)
+    # Python's json accepts NaN and Infinity; NaN compares false both ways and would never expire.
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        raise AuthError(f"token {name} claim is out of range") from None
+    if not math.isfinite(number):
+        raise AuthError(f"token {name} claim is out of range")
+    return number
 
 
 def _bounded_string(claims: dict[str, Any], name: str, max_chars: int) -> str:

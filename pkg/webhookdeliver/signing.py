@@ -64,9 +64,12 @@ def standard_webhooks_key(secret: str) -> bytes:
     """
     if secret.startswith(SECRET_PREFIX):
         try:
-            return base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+            # Like the reference libraries: tolerate missing padding.
+            key = base64.b64decode(secret[len(SECRET_PREFIX) :] + "==")
         except (binascii.Error, ValueError):
-            pass
+            key = b""
+        if key:
+            return key
     return secret.encode("utf-8")
 
 

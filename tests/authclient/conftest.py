@@ -73,7 +73,7 @@ def public_jwk(private_key: Any, kid: str, **extra: Any) -> dict[str, Any]:
     return {**jwk, "kid": kid, **extra}
 
 
-def jwks_bytes(*keys: dict[str, Any]) -> bytes:
+def jwks_bytes(*keys: Any) -> bytes:
     return json.dumps({"keys": list(keys)}).encode()
 
 

@@ -96,7 +96,7 @@ async def test_non_bearer_credentials_count_as_missing(
 
 
 async def test_invalid_token_is_401_with_invalid_token(client: httpx.AsyncClient) -> None:
-    response = await client.get("/read", headers=bearer(exp=int(1_000_000_000)))
+    response = await client.get("/read", headers=bearer(exp=1_000_000_000))
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == (
         'Bearer error="invalid_token", error_description="token has expired"'
@@ -113,7 +113,9 @@ async def test_token_without_tenant_is_401(client: httpx.AsyncClient) -> None:
     assert "no tenant_id" in response.headers["www-authenticate"]
 
 
-@pytest.mark.parametrize(("path", "scope"), [("/write", "schedules:write"), ("/notify", "notifications:read")])
+@pytest.mark.parametrize(
+    ("path", "scope"), [("/write", "schedules:write"), ("/notify", "notifications:read")]
+)
 async def test_missing_scope_is_403_naming_it(
     client: httpx.AsyncClient, path: str, scope: str
 ) -> None:

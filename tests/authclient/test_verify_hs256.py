@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 from typing import Any
 
 import pytest
@@ -69,6 +73,19 @@ async def test_bad_claims_are_refused(
 ) -> None:
     error = await refusal(verifier, sign(claims(**overrides), HS_KEY, "HS256"))
     assert expected in error.description
+
+
+@pytest.mark.parametrize(("name", "raw"), [("exp", "NaN"), ("exp", "Infinity"), ("nbf", "1e400")])
+async def test_non_finite_numeric_dates_are_refused(
+    verifier: TokenVerifier, name: str, raw: str
+) -> None:
+    # NaN compares false both ways, so `exp <= now` would never say expired.
+    payload = json.dumps(claims(**{name: "__RAW__"})).replace('"__RAW__"', raw)
+    header = base64.urlsafe_b64encode(b'{"alg":"HS256"}').rstrip(b"=").decode()
+    body = base64.urlsafe_b64encode(payload.encode()).rstrip(b"=").decode()
+    signature = hmac.new(HS_KEY.encode(), f"{header}.{body}".encode(), hashlib.sha256).digest()
+    token = f"{header}.{body}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+    assert (await refusal(verifier, token)).description == f"token {name} claim is out of range"
 
 
 async def test_bool_is_not_a_numeric_date(verifier: TokenVerifier) -> None:

@@ -6,6 +6,7 @@ missing one. The signing secret appears only in the create and rotate responses.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
@@ -54,6 +55,10 @@ IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule 
 IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
 
 
+def _utc(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.astimezone(UTC)
+
+
 def to_out(s: Schedule) -> dict[str, Any]:
     return {
         "id": s.id,
@@ -75,9 +80,9 @@ def to_out(s: Schedule) -> dict[str, Any]:
         "breaker": {"failure_threshold": s.breaker.failure_threshold},
         "state": s.state,
         "paused_reason": s.paused_reason,
-        "next_run_at": s.next_run_at,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
+        "next_run_at": _utc(s.next_run_at),
+        "created_at": _utc(s.created_at),
+        "updated_at": _utc(s.updated_at),
         "version": s.version,
     }
 

@@ -1,0 +1,147 @@
+"""Subscription use cases: create, update, rotate the secret, delete. Secrets are encrypted at
+rest (servicekit SecretBox, bound to the subscription id) and returned only on create/rotate."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from notification.domain.subscriptions import normalize_filters
+from notification.service_layer.ports import Clock, NotificationStore, SubscriptionRecord
+from servicekit.secretbox import SecretBox
+from webhookdeliver import generate_secret, validate_target_url
+
+
+class SubscriptionNotFound(LookupError):
+    """No live subscription with that id for that tenant (another tenant's looks the same)."""
+
+
+@dataclass(frozen=True)
+class SubscriptionWithSecret:
+    subscription: SubscriptionRecord
+    secret: str
+
+
+def _aad(sub_id: str) -> bytes:
+    return sub_id.encode()
+
+
+class SubscriptionService:
+    def __init__(
+        self,
+        store: NotificationStore,
+        box: SecretBox,
+        clock: Clock,
+        *,
+        allow_private_networks: bool,
+        secret_grace_seconds: int,
+    ) -> None:
+        self.store = store
+        self.box = box
+        self.clock = clock
+        self.allow_private_networks = allow_private_networks
+        self.grace = timedelta(seconds=secret_grace_seconds)
+
+    def _check_url(self, url: str) -> None:
+        # Raises webhookdeliver.InvalidTargetURL; the API maps it to a 422 naming `url`.
+        validate_target_url(url, allow_private_networks=self.allow_private_networks)
+
+    async def create(
+        self,
+        tenant_id: str,
+        url: str,
+        event_types: Sequence[str],
+        description: str | None,
+        enabled: bool,
+    ) -> SubscriptionWithSecret:
+        self._check_url(url)
+        filters = normalize_filters(event_types)
+        now = self.clock()
+        sub_id = f"sub_{uuid.uuid4().hex}"
+        secret = generate_secret()
+        sub = SubscriptionRecord(
+            id=sub_id,
+            tenant_id=tenant_id,
+            url=url,
+            event_types=filters,
+            description=description,
+            enabled=enabled,
+            disabled_reason=None if enabled else "disabled_by_tenant",
+            secret_enc=self.box.encrypt(secret, _aad(sub_id)),
+            previous_secret_enc=None,
+            previous_secret_expires_at=None,
+            failing_since=None,
+            consecutive_failures=0,
+            created_at=now,
+            updated_at=now,
+        )
+        await self.store.insert_subscription(sub)
+        return SubscriptionWithSecret(sub, secret)
+
+    async def update(
+        self, tenant_id: str, sub_id: str, changes: dict[str, Any]
+    ) -> SubscriptionRecord:
+        values: dict[str, Any] = {}
+        if "url" in changes:
+            self._check_url(changes["url"])
+            values["url"] = changes["url"]
+        if "event_types" in changes:
+            values["event_types"] = normalize_filters(changes["event_types"])
+        if "description" in changes:
+            values["description"] = changes["description"]
+        if "enabled" in changes:
+            enabled = bool(changes["enabled"])
+            values["enabled"] = enabled
+            values["disabled_reason"] = None if enabled else "disabled_by_tenant"
+            if enabled:
+                # Re-enabling starts a new health streak: the old failures were judged already.
+                values.update(failing_since=None, consecutive_failures=0)
+        values["updated_at"] = self.clock()
+        updated = await self.store.update_subscription(tenant_id, sub_id, values)
+        if updated is None:
+            raise SubscriptionNotFound(sub_id)
+        return updated
+
+    async def rotate_secret(self, tenant_id: str, sub_id: str) -> SubscriptionWithSecret:
+        current = await self.store.get_subscription(tenant_id, sub_id)
+        if current is None:
+            raise SubscriptionNotFound(sub_id)
+        now = self.clock()
+        secret = generate_secret()
+        updated = await self.store.update_subscription(
+            tenant_id,
+            sub_id,
+            {
+                "secret_enc": self.box.encrypt(secret, _aad(sub_id)),
+                # The old secret keeps signing (second X-Signature entry) during the grace period.
+                "previous_secret_enc": current.secret_enc,
+                "previous_secret_expires_at": now + self.grace,
+                "updated_at": now,
+            },
+        )
+        if updated is None:
+            raise SubscriptionNotFound(sub_id)
+        return SubscriptionWithSecret(updated, secret)
+
+    async def delete(self, tenant_id: str, sub_id: str) -> None:
+        if not await self.store.delete_subscription(tenant_id, sub_id, self.clock()):
+            raise SubscriptionNotFound(sub_id)
+
+    def signing_secrets(self, sub: SubscriptionRecord, now: datetime) -> list[str]:
+        """Newest first; the previous secret only while its grace period lasts."""
+        secrets = [self.box.decrypt(sub.secret_enc, _aad(sub.id))]
+        if (
+            sub.previous_secret_enc is not None
+            and sub.previous_secret_expires_at is not None
+            and now < sub.previous_secret_expires_at
+        ):
+            secrets.append(self.box.decrypt(sub.previous_secret_enc, _aad(sub.id)))
+        return secrets
+
+
+def without_secrets(sub: SubscriptionRecord) -> SubscriptionRecord:
+    """A copy safe to log: ciphertexts blanked."""
+    return replace(sub, secret_enc="", previous_secret_enc=None)
