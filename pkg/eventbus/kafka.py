@@ -40,7 +40,9 @@ class KafkaPublisher:
         *,
         idempotent: bool = True,
         client_id: str = "eventbus-publisher",
-        linger_ms: int = 5,
+        # 1 ms lets a whole batch of sends join one produce request (measured on tansu: batches
+        # of 1,000 at ~60k msg/s vs ~20k with 0 ms) while adding little to a single publish.
+        linger_ms: int = 1,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         max_batch_bytes: int = 262_144,
         max_message_bytes: int = MAX_MESSAGE_BYTES,

@@ -62,7 +62,19 @@ class Delivery:
     event_type: str
     attempt: int
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    timeout_seconds: float = 10.0
+    timeout_seconds: float = 10.0  # whole attempt incl. DNS and body; clamped to 300 s
+
+    def __post_init__(self) -> None:
+        # Programming errors, not delivery outcomes: refuse them where they are made.
+        if not self.secrets:
+            raise ValueError("a delivery needs at least one signing secret")
+        if self.attempt < 1:
+            raise ValueError("attempt is 1-based")
+        for name, value in (("webhook_id", self.webhook_id), ("event_type", self.event_type)):
+            if not value or not value.isprintable() or len(value) > 256:
+                raise ValueError(f"{name} must be 1..256 printable characters")
+        if not self.timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be positive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,9 +266,7 @@ class Deliverer:
             return result("ssrf_blocked", exc.reason, False)
         except InvalidTargetURL as exc:
             return result("invalid_url", exc.reason, False)
-        if not delivery.secrets:
-            return result("invalid_url", "no signing secret", False)
-        timeout = min(max(delivery.timeout_seconds, 0.001), MAX_TIMEOUT_SECONDS)
+        timeout = min(delivery.timeout_seconds, MAX_TIMEOUT_SECONDS)
         session = self._get_session()
         token = None
         try:

@@ -1,1 +1,148 @@
-"""Composition root: wires concrete adapters into the service layer (filled in by the API issue)."""
+"""Composition root: turns settings into wired adapters and services (no HTTP, no loops; those
+are the entrypoints'). The entrypoint `notification.entrypoints.runtime.build_notification`
+builds on this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from notification.adapters.db import create_engine
+from notification.adapters.mailers import EmlDirMailer, SmtpMailer
+from notification.adapters.migrate import upgrade
+from notification.adapters.rendering import JinjaAlertRenderer
+from notification.adapters.sql_store import SqlNotificationStore
+from notification.config import NotificationSettings
+from notification.domain.deliveries import EndpointHealthPolicy
+from notification.service_layer.alerting import AlertService
+from notification.service_layer.dispatch import DeliveryClient, Dispatcher
+from notification.service_layer.fanout import FanOut
+from notification.service_layer.ports import Mailer
+from notification.service_layer.subscriptions import SubscriptionService
+from servicekit.devkeys import load_or_create_key
+from servicekit.secretbox import SecretBox, SecretBoxError
+from webhookdeliver import BackoffPolicy, Deliverer
+
+DEV_SECRET_KEY_FILE = "notification-secret.key"
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message is the one line to print."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def resolve_secret_key(settings: NotificationSettings) -> str:
+    if settings.secret_key is not None:
+        return settings.secret_key.get_secret_value()
+    if settings.dev:
+        return load_or_create_key(settings.var_dir / DEV_SECRET_KEY_FILE)
+    raise ConfigError(
+        "NOTIFICATION_SECRET_KEY is not set (32 random bytes, URL-safe base64); "
+        "use --dev to generate one under ./var"
+    )
+
+
+def make_mailer(settings: NotificationSettings) -> Mailer:
+    if settings.smtp_url is not None:
+        return SmtpMailer(
+            settings.smtp_url.get_secret_value(), timeout_seconds=settings.smtp_timeout_seconds
+        )
+    return EmlDirMailer(settings.var_dir / "mail")
+
+
+@dataclass
+class Container:
+    settings: NotificationSettings
+    engine: AsyncEngine
+    store: SqlNotificationStore
+    subscriptions: SubscriptionService
+    fanout: FanOut
+    alerts: AlertService
+    dispatcher: Dispatcher
+    mailer: Mailer
+    deliverer: Deliverer | None  # owned (closed by aclose) when we created it
+    clock: Callable[[], datetime]
+
+    async def migrate(self) -> None:
+        await upgrade(self.engine)
+
+    async def aclose(self) -> None:
+        if self.deliverer is not None:
+            await self.deliverer.close()
+        await self.engine.dispose()
+
+
+def bootstrap(
+    settings: NotificationSettings,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    delivery_client: DeliveryClient | None = None,
+    mailer: Mailer | None = None,
+) -> Container:
+    try:
+        box = SecretBox(resolve_secret_key(settings), settings.previous_secret_keys())
+    except SecretBoxError as exc:
+        raise ConfigError(f"NOTIFICATION_SECRET_KEY is malformed: {exc}") from exc
+    engine = create_engine(settings.database_url)
+    store = SqlNotificationStore(engine)
+    subscriptions = SubscriptionService(
+        store,
+        box,
+        clock,
+        allow_private_networks=settings.webhook_allow_private_networks,
+        secret_grace_seconds=settings.secret_grace_seconds,
+    )
+    alerts = AlertService(
+        store,
+        JinjaAlertRenderer(),
+        clock,
+        mail_from=settings.mail_from,
+        email_max_attempts=settings.email_max_attempts,
+    )
+    owned = None
+    if delivery_client is None:
+        owned = Deliverer(
+            allow_private_networks=settings.webhook_allow_private_networks,
+            clock=lambda: clock().timestamp(),
+        )
+        delivery_client = owned
+    dispatcher = Dispatcher(
+        store,
+        delivery_client,
+        subscriptions,
+        BackoffPolicy(
+            initial_seconds=settings.retry_initial_seconds,
+            max_seconds=settings.retry_max_seconds,
+            multiplier=settings.retry_multiplier,
+            max_attempts=settings.retry_max_attempts,
+            max_elapsed_seconds=settings.retry_max_elapsed_seconds,
+        ),
+        EndpointHealthPolicy(
+            disable_after_seconds=settings.endpoint_disable_after_seconds,
+            min_consecutive_failures=settings.endpoint_disable_min_failures,
+        ),
+        clock,
+        on_endpoint_disabled=alerts.endpoint_disabled,
+        batch_size=settings.dispatch_batch_size,
+        concurrency=settings.dispatch_concurrency,
+        lease_seconds=settings.dispatch_lease_seconds,
+        timeout_seconds=settings.delivery_timeout_seconds,
+    )
+    return Container(
+        settings=settings,
+        engine=engine,
+        store=store,
+        subscriptions=subscriptions,
+        fanout=FanOut(store, clock),
+        alerts=alerts,
+        dispatcher=dispatcher,
+        mailer=mailer or make_mailer(settings),
+        deliverer=owned,
+        clock=clock,
+    )

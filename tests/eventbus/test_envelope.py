@@ -68,7 +68,10 @@ def test_encode_refuses_oversized_and_non_json_values() -> None:
         (b"\xff\xfe", "UTF-8 JSON"),
         (b"[1, 2]", "not an object"),
         (b'{"id": "e", "type": "x", "tenant_id": "t", "time": "2026-01-01T00:00:00Z"}', "data"),
-        (b'{"id": "", "type": "x", "tenant_id": "t", "time": "2026-01-01T00:00Z", "data": {}}', "id"),
+        (
+            b'{"id": "", "type": "x", "tenant_id": "t", "time": "2026-01-01T00:00Z", "data": {}}',
+            "id",
+        ),
         (b'{"id": "e", "type": "x", "tenant_id": "t", "time": "soon", "data": {}}', "RFC 3339"),
         (b'{"id": "e", "type": "x", "tenant_id": "t", "time": "2026-01-01", "data": []}', "object"),
     ],
@@ -91,7 +94,9 @@ def test_seen_ids_reports_duplicates_and_forgets_the_least_recently_seen() -> No
     assert seen.add("a") is False  # duplicate; also makes "a" the most recent
     assert seen.add("c") is True  # evicts "b", the least recently seen
 
-    assert "a" in seen and "c" in seen and "b" not in seen
+    assert "a" in seen
+    assert "c" in seen
+    assert "b" not in seen
     assert len(seen) == 2
 
 

@@ -38,7 +38,8 @@ async def test_order_is_kept_per_key_and_offsets_are_dense() -> None:
 
     assert [r.value for r in records] == [b"a:0", b"b:0", b"a:1", b"b:1", b"a:2"]
     assert [r.offset for r in records] == [0, 1, 2, 3, 4]
-    assert records[0].headers == (("n", b"0"),) and records[0].key == "a"
+    assert records[0].headers == (("n", b"0"),)
+    assert records[0].key == "a"
     assert {r.partition for r in records} == {0}
 
 
@@ -158,7 +159,9 @@ async def test_publishing_before_start_or_after_stop_fails() -> None:
         await publisher.publish([msg("a", 0)])
 
 
-async def test_retention_keeps_at_most_the_bound_and_late_members_start_at_the_oldest_kept() -> None:
+async def test_retention_keeps_at_most_the_bound_and_late_members_start_at_the_oldest_kept() -> (
+    None
+):
     bus = InProcessBus(max_retained_per_topic=3)
     publisher = await started_publisher(bus)
     await publisher.publish([msg("a", n) for n in range(5)])

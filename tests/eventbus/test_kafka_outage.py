@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from eventbus import KafkaPublisher, Message, PublishError
+from eventbus import ConsumeError, KafkaPublisher, Message, PublishError
 from tests.eventbus.kafka_helpers import WAIT_LIMIT, fast_consumer, poll_exactly, unique
 from tests.support.kafka import TansuBroker, create_topics
 
@@ -110,3 +110,11 @@ async def test_a_publisher_started_while_the_broker_is_down_connects_later(
         await consumer.stop()
 
     assert record.value == b"late"
+
+
+async def test_a_consumer_cannot_start_without_a_broker(tansu_broker: TansuBroker) -> None:
+    tansu_broker.stop()
+    consumer = fast_consumer(tansu_broker.bootstrap, [unique("t")], unique("g"))
+
+    with pytest.raises(ConsumeError):
+        await asyncio.wait_for(consumer.start(), WAIT_LIMIT)

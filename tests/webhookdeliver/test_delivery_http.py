@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
+import pytest
 from aiohttp import web
 
 import webhookdeliver as wd
@@ -37,16 +39,23 @@ async def test_signed_post_carries_every_header_and_verifies(start_receiver):
         result = await deliverer.deliver(
             delivery(receiver.url(), headers={"X-Tenant": "t1", "x-signature": "forged"})
         )
-    assert result.ok and result.status_code == 200 and result.error_kind is None
-    assert result.response_excerpt == "ok" and not result.retryable
-    assert result.started_at.timestamp() == NOW and result.started_at.tzinfo is not None
+    assert result.ok
+    assert result.status_code == 200
+    assert result.error_kind is None
+    assert result.response_excerpt == "ok"
+    assert not result.retryable
+    assert result.started_at.timestamp() == NOW
+    assert result.started_at.tzinfo is not None
     request, body = receiver.requests[0]
-    assert request.method == "POST" and body == b'{"hello":"world"}'
+    assert request.method == "POST"
+    assert body == b'{"hello":"world"}'
     h = request.headers
     assert h["Content-Type"] == "application/json"
-    assert h["X-Webhook-Id"] == "run_01" and h["webhook-id"] == "run_01"
+    assert h["X-Webhook-Id"] == "run_01"
+    assert h["webhook-id"] == "run_01"
     assert h["X-Timestamp"] == str(int(NOW)) == h["webhook-timestamp"]
-    assert h["X-Event-Type"] == "schedule.triggered" and h["X-Attempt"] == "3"
+    assert h["X-Event-Type"] == "schedule.triggered"
+    assert h["X-Attempt"] == "3"
     assert h["User-Agent"] == wd.DEFAULT_USER_AGENT
     assert h["X-Tenant"] == "t1"
     # The tenant's forged X-Signature was dropped, ours is the only one.
@@ -72,8 +81,10 @@ async def test_redirect_is_not_followed(start_receiver):
     receiver = await start_receiver(redirect)
     async with wd.Deliverer(allow_private_networks=True) as deliverer:
         result = await deliverer.deliver(delivery(receiver.url()))
-    assert not result.ok and result.status_code == 302
-    assert result.error_kind == "http_status" and not result.retryable
+    assert not result.ok
+    assert result.status_code == 302
+    assert result.error_kind == "http_status"
+    assert not result.retryable
     assert [r.path for r, _ in receiver.requests] == ["/hook"]
 
 
@@ -82,9 +93,19 @@ async def test_status_classification(start_receiver):
         return web.Response(status=int(request.query["s"]), text="x")
 
     receiver = await start_receiver(status)
-    expected = {200: (True, False), 204: (True, False), 301: (False, False), 400: (False, False),
-                404: (False, False), 408: (False, True), 410: (False, False), 429: (False, True),
-                500: (False, True), 503: (False, True), 599: (False, True)}
+    expected = {
+        200: (True, False),
+        204: (True, False),
+        301: (False, False),
+        400: (False, False),
+        404: (False, False),
+        408: (False, True),
+        410: (False, False),
+        429: (False, True),
+        500: (False, True),
+        503: (False, True),
+        599: (False, True),
+    }
     async with wd.Deliverer(allow_private_networks=True) as deliverer:
         for code, (ok, retryable) in expected.items():
             result = await deliverer.deliver(delivery(receiver.url(f"/hook?s={code}")))
@@ -103,7 +124,8 @@ async def test_retry_after_seconds_and_http_date(start_receiver):
         date = await deliverer.deliver(
             delivery(receiver.url("/hook?ra=Thu,%2001%20Jan%202026%2000:01:30%20GMT"))
         )
-    assert seconds.retry_after_seconds == 120.0 and seconds.retryable
+    assert seconds.retry_after_seconds == 120.0
+    assert seconds.retryable
     assert date.retry_after_seconds == 90.0
 
 
@@ -133,7 +155,8 @@ async def test_huge_body_is_read_only_up_to_the_bound(start_receiver):
         result = await deliverer.deliver(delivery(receiver.url()))
         elapsed = time.perf_counter() - started
     await asyncio.wait_for(stopped.wait(), 5)
-    assert result.ok and result.truncated
+    assert result.ok
+    assert result.truncated
     assert result.response_excerpt == "x" * 1024
     # The client hung up: the server got nowhere near 100 MB out (socket buffers only).
     assert sent < 32 * 1024 * 1024
@@ -154,7 +177,9 @@ async def test_trickling_server_hits_the_total_timeout(start_receiver):
         started = time.perf_counter()
         result = await deliverer.deliver(delivery(receiver.url(), timeout_seconds=0.4))
         elapsed = time.perf_counter() - started
-    assert result.error_kind == "timeout" and result.retryable and not result.ok
+    assert result.error_kind == "timeout"
+    assert result.retryable
+    assert not result.ok
     assert result.status_code == 200  # headers came; the body never finished
     assert 0.35 < elapsed < 1.5
 
@@ -170,15 +195,15 @@ async def test_server_that_never_answers_times_out(start_receiver):
     async with wd.Deliverer(allow_private_networks=True) as deliverer:
         result = await deliverer.deliver(delivery(receiver.url(), timeout_seconds=0.2))
     release.set()
-    assert result.error_kind == "timeout" and result.status_code is None and result.retryable
+    assert result.error_kind == "timeout"
+    assert result.status_code is None
+    assert result.retryable
 
 
 async def test_connection_refused_is_a_retryable_connect_error(start_receiver):
     receiver = await start_receiver()
     port = receiver.port
     # A port that was just ours and is now closed: nothing listens there.
-    import socket
-
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     closed_port = probe.getsockname()[1]
@@ -186,7 +211,9 @@ async def test_connection_refused_is_a_retryable_connect_error(start_receiver):
     assert closed_port != port
     async with wd.Deliverer(allow_private_networks=True) as deliverer:
         result = await deliverer.deliver(delivery(f"http://127.0.0.1:{closed_port}/"))
-    assert result.error_kind == "connect" and result.retryable and result.status_code is None
+    assert result.error_kind == "connect"
+    assert result.retryable
+    assert result.status_code is None
 
 
 async def test_dns_failure_is_classified_as_dns():
@@ -199,14 +226,13 @@ async def test_dns_failure_is_classified_as_dns():
     for resolver in (nxdomain, empty):
         async with wd.Deliverer(resolver=resolver) as deliverer:
             result = await deliverer.deliver(delivery("https://hooks.example.com/x"))
-        assert result.error_kind == "dns" and result.retryable
+        assert result.error_kind == "dns"
+        assert result.retryable
 
 
 async def test_hostname_is_pinned_to_the_resolved_address(start_receiver):
     receiver = await start_receiver()
-    async with wd.Deliverer(
-        allow_private_networks=True, resolver=public_to_loopback
-    ) as deliverer:
+    async with wd.Deliverer(allow_private_networks=True, resolver=public_to_loopback) as deliverer:
         result = await deliverer.deliver(delivery(receiver.url(host="hooks.example.com")))
     assert result.ok
     request, _ = receiver.requests[0]
@@ -216,9 +242,48 @@ async def test_hostname_is_pinned_to_the_resolved_address(start_receiver):
 async def test_closed_deliverer_refuses_work():
     deliverer = wd.Deliverer()
     await deliverer.close()
-    try:
+    with pytest.raises(RuntimeError, match="closed"):
         await deliverer.deliver(delivery("https://hooks.example.com/"))
-    except RuntimeError:
-        pass
-    else:
-        raise AssertionError("a closed Deliverer must not deliver")
+
+
+async def test_concurrent_deliveries_keep_their_own_pins(start_receiver, connect_log):
+    # Names a.* pin to the receiver's 127.0.0.1, names b.* to 127.0.0.2 where nothing listens.
+    # If pins leaked between concurrent tasks, some b.* would succeed or some a.* would fail.
+    receiver = await start_receiver()
+
+    async def resolver(host: str, port: int) -> list[str]:
+        await asyncio.sleep(0)  # let the other tasks interleave between lookup and connect
+        return ["127.0.0.1"] if host.startswith("a") else ["127.0.0.2"]
+
+    names = [f"{'ab'[i % 2]}{i}.example.com" for i in range(20)]
+    async with wd.Deliverer(allow_private_networks=True, resolver=resolver) as deliverer:
+        results = await asyncio.gather(
+            *(deliverer.deliver(delivery(receiver.url(host=name))) for name in names)
+        )
+    for name, result in zip(names, results, strict=True):
+        assert result.ok == name.startswith("a"), (name, result)
+        if not result.ok:
+            assert result.error_kind == "connect"
+    hosts = {request.headers["Host"].split(":")[0] for request, _ in receiver.requests}
+    assert hosts == {name for name in names if name.startswith("a")}
+    assert {host for host, _ in connect_log.attempts} == {"127.0.0.1", "127.0.0.2"}
+
+
+async def test_pinned_resolver_fails_closed_without_a_vetted_pin():
+    from webhookdeliver.deliverer import _PinnedResolver
+
+    resolver = _PinnedResolver(allow_private_networks=True)
+    with pytest.raises(OSError, match="no vetted address"):
+        await resolver.resolve("hooks.example.com", 443)
+
+
+def test_delivery_refuses_programming_errors():
+    for bad in (
+        {"secrets": []},
+        {"attempt": 0},
+        {"webhook_id": "a\r\nb"},
+        {"event_type": ""},
+        {"timeout_seconds": 0},
+    ):
+        with pytest.raises(ValueError):
+            delivery("https://hooks.example.com/", **bad)

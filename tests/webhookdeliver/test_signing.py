@@ -21,8 +21,15 @@ BODY = b'{"schedule_id":"sch_1","n":1}'
 
 
 def headers_for(secrets: list[str], body: bytes = BODY, ts: int = TS, wid: str = "run_1"):
-    return build_headers(secrets=secrets, webhook_id=wid, event_type="schedule.triggered",
-                         attempt=1, timestamp=ts, body=body, user_agent="t")
+    return build_headers(
+        secrets=secrets,
+        webhook_id=wid,
+        event_type="schedule.triggered",
+        attempt=1,
+        timestamp=ts,
+        body=body,
+        user_agent="t",
+    )
 
 
 def test_sign_known_answer():
@@ -30,7 +37,8 @@ def test_sign_known_answer():
     secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
     want = hmac.new(secret.encode(), b"msg_1.1700000000." + BODY, hashlib.sha256).hexdigest()
     assert wd.sign(secret, "msg_1", 1700000000, BODY) == f"sha256={want}"
-    assert want == want.lower() and len(want) == 64
+    assert want == want.lower()
+    assert len(want) == 64
 
 
 def test_signature_header_lists_every_secret_in_order():
@@ -50,8 +58,11 @@ def test_generated_secrets_are_whsec_32_random_bytes():
 
 
 @settings(max_examples=50, deadline=None)
-@given(body=st.binary(max_size=2048), wid=st.text(min_size=1, max_size=40),
-       skew=st.integers(min_value=-300, max_value=300))
+@given(
+    body=st.binary(max_size=2048),
+    wid=st.text(min_size=1, max_size=40),
+    skew=st.integers(min_value=-300, max_value=300),
+)
 def test_round_trip_within_tolerance(body, wid, skew):
     secret = wd.generate_secret()
     headers = headers_for([secret], body=body, wid=wid)
@@ -72,8 +83,9 @@ def test_rotation_either_secret_verifies_and_a_stranger_does_not():
 def test_timestamps_outside_tolerance_are_refused_both_ways(skew):
     secret = wd.generate_secret()
     assert not wd.verify([secret], headers_for([secret]), BODY, now=TS + skew)
-    assert wd.verify([secret], headers_for([secret]), BODY, now=TS + skew,
-                     tolerance_seconds=abs(skew))
+    assert wd.verify(
+        [secret], headers_for([secret]), BODY, now=TS + skew, tolerance_seconds=abs(skew)
+    )
 
 
 def _only_x(headers: dict[str, str]) -> dict[str, str]:
@@ -96,8 +108,9 @@ def test_tampering_is_detected_in_each_scheme(scheme):
             assert not wd.verify([secret], {**good, key: str(TS + 1)}, BODY, now=TS)
         if key.lower() in ("x-webhook-id", "webhook-id"):
             assert not wd.verify([secret], {**good, key: "run_2"}, BODY, now=TS)
-    stripped = {k: v for k, v in good.items()
-                if k.lower() not in ("x-signature", "webhook-signature")}
+    stripped = {
+        k: v for k, v in good.items() if k.lower() not in ("x-signature", "webhook-signature")
+    }
     assert not wd.verify([secret], stripped, BODY, now=TS)
 
 
@@ -138,7 +151,8 @@ def test_verify_compares_with_hmac_compare_digest(monkeypatch):
     monkeypatch.setattr(hmac, "compare_digest", spy)
     secret = wd.generate_secret()
     assert wd.verify([secret], _only_x(headers_for([secret])), BODY, now=TS)
-    assert calls and all(isinstance(a, bytes) for a, _ in calls)
+    assert calls
+    assert all(isinstance(a, bytes) for a, _ in calls)
 
 
 def test_standard_webhooks_library_verifies_our_headers():

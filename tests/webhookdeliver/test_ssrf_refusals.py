@@ -146,8 +146,15 @@ class RecordingResolver:
 
 
 def delivery(url: str) -> wd.Delivery:
-    return wd.Delivery(url=url, body=b"{}", secrets=["whsec_c2VjcmV0"], webhook_id="w",
-                       event_type="schedule.triggered", attempt=1, timeout_seconds=2)
+    return wd.Delivery(
+        url=url,
+        body=b"{}",
+        secrets=["whsec_c2VjcmV0"],
+        webhook_id="w",
+        event_type="schedule.triggered",
+        attempt=1,
+        timeout_seconds=2,
+    )
 
 
 @pytest.mark.parametrize(("template", "kind"), HOSTILE_URLS)
@@ -159,8 +166,11 @@ async def test_hostile_url_is_refused_before_any_lookup_or_connect(
     async with wd.Deliverer(resolver=resolver) as deliverer:
         result = await deliverer.deliver(delivery(template.format(p=receiver.port)))
     assert (result.error_kind, result.ok, result.retryable) == (kind, False, False), result
-    assert result.status_code is None and result.error_message
-    assert resolver.calls == [] and connect_log.attempts == [] and receiver.requests == []
+    assert result.status_code is None
+    assert result.error_message
+    assert resolver.calls == []
+    assert connect_log.attempts == []
+    assert receiver.requests == []
     # The same check the APIs run at creation time agrees.
     with pytest.raises(wd.InvalidTargetURL) as raised:
         wd.validate_target_url(template.format(p=receiver.port), allow_private_networks=False)
@@ -175,12 +185,12 @@ async def test_hostile_dns_answer_is_refused_without_connecting(
     receiver = await start_receiver()
     resolver = RecordingResolver(answers)
     async with wd.Deliverer(resolver=resolver) as deliverer:
-        result = await deliverer.deliver(
-            delivery(f"{scheme}://hooks.example.com:{receiver.port}/")
-        )
-    assert result.error_kind == kind and not result.ok, result
+        result = await deliverer.deliver(delivery(f"{scheme}://hooks.example.com:{receiver.port}/"))
+    assert result.error_kind == kind, result
+    assert not result.ok
     assert resolver.calls == [("hooks.example.com", receiver.port)]
-    assert connect_log.attempts == [] and receiver.requests == []
+    assert connect_log.attempts == []
+    assert receiver.requests == []
 
 
 async def test_rebinding_second_answer_is_never_used_when_private_allowed(
@@ -206,7 +216,8 @@ async def test_rebinding_public_then_loopback_connects_only_to_the_vetted_addres
     resolver = RecordingResolver([PUBLIC_V4], ["127.0.0.1"])
     async with wd.Deliverer(resolver=resolver) as deliverer:
         result = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
-    assert result.error_kind == "connect" and result.retryable
+    assert result.error_kind == "connect"
+    assert result.retryable
     assert len(resolver.calls) == 1
     assert connect_log.attempts == [(PUBLIC_V4, receiver.port)] == connect_log.refused
     assert receiver.requests == []
@@ -217,7 +228,8 @@ async def test_forbidden_first_answer_is_not_retried_with_a_fresh_lookup(start_r
     resolver = RecordingResolver(["127.0.0.1"], [PUBLIC_V4])
     async with wd.Deliverer(resolver=resolver) as deliverer:
         result = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
-    assert result.error_kind == "ssrf_blocked" and len(resolver.calls) == 1
+    assert result.error_kind == "ssrf_blocked"
+    assert len(resolver.calls) == 1
 
 
 async def test_each_delivery_resolves_afresh_and_is_vetted_again(start_receiver, connect_log):

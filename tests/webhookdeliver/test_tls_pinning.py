@@ -6,7 +6,6 @@ import ssl
 
 import pytest
 import trustme
-from aiohttp import web
 
 import webhookdeliver as wd
 
@@ -44,8 +43,15 @@ def to_loopback(calls: list[tuple[str, int]]) -> wd.Resolver:
 
 
 def delivery(url: str) -> wd.Delivery:
-    return wd.Delivery(url=url, body=b"{}", secrets=[wd.generate_secret()], webhook_id="w1",
-                       event_type="schedule.triggered", attempt=1, timeout_seconds=5)
+    return wd.Delivery(
+        url=url,
+        body=b"{}",
+        secrets=[wd.generate_secret()],
+        webhook_id="w1",
+        event_type="schedule.triggered",
+        attempt=1,
+        timeout_seconds=5,
+    )
 
 
 async def test_https_to_made_up_name_pinned_to_loopback(ca, start_receiver):
@@ -70,7 +76,8 @@ async def test_certificate_for_another_name_is_a_tls_failure(ca, start_receiver)
         allow_private_networks=True, resolver=to_loopback([]), ssl_context=client_context(ca)
     ) as deliverer:
         result = await deliverer.deliver(delivery(receiver.url(host=NAME, scheme="https")))
-    assert result.error_kind == "tls" and not result.ok
+    assert result.error_kind == "tls"
+    assert not result.ok
     assert receiver.requests == []
 
 

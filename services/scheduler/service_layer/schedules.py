@@ -106,7 +106,10 @@ def _check_rules(spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimit
     size = len(json.dumps(spec.payload, separators=(",", ":"), ensure_ascii=False).encode())
     if size > limits.max_payload_bytes:
         raise QuotaExceeded("max_payload_bytes", limits.max_payload_bytes, size)
-    interval = recurrence.min_interval_seconds()
+    # min_interval_seconds() never over-estimates the gap (engine contract), so a refusal here
+    # is never wrong. (Skipped while an engine without it is installed.)
+    min_interval = getattr(recurrence, "min_interval_seconds", None)
+    interval = min_interval() if min_interval is not None else limits.min_interval_seconds
     if interval < limits.min_interval_seconds:
         raise QuotaExceeded("min_interval_seconds", limits.min_interval_seconds, interval)
 

@@ -1,0 +1,1 @@
+"""The notification HTTP API (DESIGN.md §5 "Notification API"), one router file per resource."""

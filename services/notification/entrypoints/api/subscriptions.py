@@ -1,0 +1,137 @@
+"""/v1/subscriptions/: endpoints, their secrets, and their delivery log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+
+from authclient import Principal
+from authclient.fastapi import require
+from notification.bootstrap import Container
+from notification.domain.subscriptions import InvalidEventTypeFilter
+from notification.entrypoints.api.deps import Limit, container, cursor_param
+from notification.entrypoints.api.schemas import (
+    DeliveryOut,
+    Page,
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionPatch,
+    SubscriptionWithSecretOut,
+)
+from notification.service_layer.subscriptions import SubscriptionNotFound
+from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
+from servicekit.problems import ProblemError, not_found
+from webhookdeliver import InvalidTargetURL
+
+router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"])
+
+Read = Annotated[Principal, require("notifications:read")]
+Write = Annotated[Principal, require("notifications:write")]
+Box = Annotated[Container, Depends(container)]
+After = Annotated[Cursor | None, Depends(cursor_param)]
+
+
+def _invalid(field: str, detail: str) -> ProblemError:
+    return ProblemError(
+        422,
+        "validation-error",
+        f"{field}: {detail}",
+        title="Request validation failed",
+        extra={"field": field, "invalid_params": [{"name": field, "reason": detail}]},
+    )
+
+
+def _with_secret(sub: object, secret: str) -> SubscriptionWithSecretOut:
+    base = SubscriptionOut.of(sub)  # type: ignore[arg-type]
+    return SubscriptionWithSecretOut(**base.model_dump(), secret=secret)
+
+
+@router.post("/", status_code=201, response_model=SubscriptionWithSecretOut)
+async def create_subscription(
+    body: SubscriptionIn, principal: Write, c: Box
+) -> SubscriptionWithSecretOut:
+    try:
+        created = await c.subscriptions.create(
+            principal.tenant_id, body.url, body.event_types, body.description, body.enabled
+        )
+    except InvalidTargetURL as exc:
+        raise _invalid("url", str(exc)) from exc
+    except InvalidEventTypeFilter as exc:
+        raise _invalid("event_types", str(exc)) from exc
+    return _with_secret(created.subscription, created.secret)
+
+
+@router.get("/", response_model=Page[SubscriptionOut])
+async def list_subscriptions(
+    principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
+) -> Page[SubscriptionOut]:
+    rows = await c.store.list_subscriptions(principal.tenant_id, limit + 1, after)
+    page, next_cursor = split_page(rows, limit, key=lambda s: (s.created_at, s.id))
+    return Page(items=[SubscriptionOut.of(s) for s in page], next_cursor=next_cursor)
+
+
+@router.get("/{sub_id}", response_model=SubscriptionOut)
+async def get_subscription(sub_id: str, principal: Read, c: Box) -> SubscriptionOut:
+    sub = await c.store.get_subscription(principal.tenant_id, sub_id)
+    if sub is None:
+        raise not_found("subscription", sub_id)
+    return SubscriptionOut.of(sub)
+
+
+@router.patch("/{sub_id}", response_model=SubscriptionOut)
+async def update_subscription(
+    sub_id: str, body: SubscriptionPatch, principal: Write, c: Box
+) -> SubscriptionOut:
+    changes = body.model_dump(exclude_unset=True)
+    for field in ("url", "event_types", "enabled"):
+        if field in changes and changes[field] is None:
+            raise _invalid(field, "may not be null")
+    try:
+        sub = await c.subscriptions.update(principal.tenant_id, sub_id, changes)
+    except SubscriptionNotFound as exc:
+        raise not_found("subscription", sub_id) from exc
+    except InvalidTargetURL as exc:
+        raise _invalid("url", str(exc)) from exc
+    except InvalidEventTypeFilter as exc:
+        raise _invalid("event_types", str(exc)) from exc
+    return SubscriptionOut.of(sub)
+
+
+@router.delete("/{sub_id}", status_code=204)
+async def delete_subscription(sub_id: str, principal: Write, c: Box) -> Response:
+    try:
+        await c.subscriptions.delete(principal.tenant_id, sub_id)
+    except SubscriptionNotFound as exc:
+        raise not_found("subscription", sub_id) from exc
+    return Response(status_code=204)
+
+
+@router.post("/{sub_id}/secret/rotate", response_model=SubscriptionWithSecretOut)
+async def rotate_secret(sub_id: str, principal: Write, c: Box) -> SubscriptionWithSecretOut:
+    try:
+        rotated = await c.subscriptions.rotate_secret(principal.tenant_id, sub_id)
+    except SubscriptionNotFound as exc:
+        raise not_found("subscription", sub_id) from exc
+    return _with_secret(rotated.subscription, rotated.secret)
+
+
+@router.get("/{sub_id}/deliveries", response_model=Page[DeliveryOut])
+async def list_deliveries(
+    sub_id: str, principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
+) -> Page[DeliveryOut]:
+    if await c.store.get_subscription(principal.tenant_id, sub_id) is None:
+        raise not_found("subscription", sub_id)
+    rows = await c.store.list_deliveries(principal.tenant_id, sub_id, limit + 1, after)
+    page, next_cursor = split_page(rows, limit, key=lambda d: (d.created_at, d.id))
+    return Page(items=[DeliveryOut.of(d) for d in page], next_cursor=next_cursor)
+
+
+@router.post(
+    "/{sub_id}/deliveries/{delivery_id}/replay", status_code=202, response_model=DeliveryOut
+)
+async def replay_delivery(sub_id: str, delivery_id: str, principal: Write, c: Box) -> DeliveryOut:
+    replayed = await c.store.replay_delivery(principal.tenant_id, sub_id, delivery_id, c.clock())
+    if replayed is None:
+        raise not_found("delivery", delivery_id)
+    return DeliveryOut.of(replayed)

@@ -1,0 +1,46 @@
+"""`notification serve [--host 127.0.0.1] [--port 8088] [--dev]`: API, consumers, dispatcher."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+import uvicorn
+
+from notification.bootstrap import ConfigError
+from notification.config import NotificationSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8088)
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="generate missing keys under ./var (0600) and migrate on start",
+    )
+
+
+async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
+    from notification.entrypoints.runtime import build_notification
+
+    app = build_notification(settings)
+    await app.start()
+    try:
+        server = uvicorn.Server(
+            uvicorn.Config(app.asgi_app, host=host, port=port, log_level="info", lifespan="off")
+        )
+        await server.serve()
+    finally:
+        await app.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = NotificationSettings(dev=bool(args.dev))
+    try:
+        asyncio.run(_serve(settings, args.host, args.port))
+    except ConfigError as exc:
+        print(f"notification: {exc}", file=sys.stderr)
+        return 2
+    return 0

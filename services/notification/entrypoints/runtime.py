@@ -1,0 +1,151 @@
+"""The whole notification service in one object: API, consumers, dispatcher and email sender.
+
+`notification serve` runs it under uvicorn; the embedded runner builds it beside the scheduler
+and passes the process's shared `InProcessBus`:
+
+    app = build_notification(settings, bus=shared_bus)
+    await app.start()          # migrates first in --dev; starts consumers and loops
+    ... serve app.asgi_app ...
+    await app.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from authclient import AuthSettings, TokenVerifier
+from eventbus import InProcessBus
+from eventbus.factory import make_consumer
+from notification.bootstrap import ConfigError, Container, bootstrap, utc_now
+from notification.config import NotificationSettings
+from notification.entrypoints.api.app import create_app
+from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker, run_forever
+from notification.service_layer.dispatch import DeliveryClient
+from notification.service_layer.ports import Mailer
+from servicekit.devkeys import load_or_create_key
+
+log = logging.getLogger(__name__)
+
+# Same file name as the scheduler's dev key, so `scheduler token` tokens work here in dev.
+DEV_AUTH_KEY_FILE = "auth_hs256_key"
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+def resolve_auth_settings(settings: NotificationSettings) -> AuthSettings:
+    auth = AuthSettings()
+    if auth.configured():
+        return auth
+    if settings.dev:
+        key = load_or_create_key(
+            settings.var_dir / DEV_AUTH_KEY_FILE, lambda: secrets.token_urlsafe(48)
+        )
+        return auth.model_copy(update={"AUTH_HS256_KEY": SecretStr(key)})
+    raise ConfigError(
+        "AUTH_HS256_KEY (or AUTH_JWKS_URL / AUTH_JWKS_FILE) is not set; tokens cannot be verified"
+    )
+
+
+class NotificationApp:
+    def __init__(
+        self,
+        container: Container,
+        asgi_app: FastAPI,
+        events: EventFanOutWorker,
+        requests: AlertRequestWorker,
+    ) -> None:
+        self.container = container
+        self.asgi_app = asgi_app
+        self.events = events
+        self.requests = requests
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+
+    async def start(self, *, run_workers: bool = True) -> None:
+        """Migrate (dev only), start the consumers and, unless told not to, the loops."""
+        settings = self.container.settings
+        if settings.dev:
+            await self.container.migrate()
+        await self.events.consumer.start()
+        await self.requests.consumer.start()
+        self._started = True
+        if not run_workers:
+            return
+        idle = settings.poll_interval_seconds
+        c = self.container
+        loops = {
+            "fanout": lambda: self.events.run_once(timeout_seconds=idle),
+            "alert-requests": lambda: self.requests.run_once(timeout_seconds=idle),
+            "dispatcher": c.dispatcher.run_once,
+            "email": lambda: c.alerts.send_due_emails(c.mailer),
+        }
+        self._tasks = [
+            asyncio.create_task(run_forever(name, step, self._stop, idle), name=name)
+            for name, step in loops.items()
+        ]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._tasks = []
+        if self._started:
+            await self.events.consumer.stop()
+            await self.requests.consumer.stop()
+            self._started = False
+        await self.container.aclose()
+
+
+def build_notification(
+    settings: NotificationSettings,
+    bus: InProcessBus | None = None,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    delivery_client: DeliveryClient | None = None,
+    mailer: Mailer | None = None,
+    verifier: TokenVerifier | None = None,
+) -> NotificationApp:
+    """Wire the service. Without Kafka and without `bus`, a private in-process bus is used
+    (nothing publishes to it: useful only for running the API alone)."""
+    container = bootstrap(settings, clock=clock, delivery_client=delivery_client, mailer=mailer)
+    if verifier is None:
+        verifier = TokenVerifier(resolve_auth_settings(settings))
+    if settings.kafka_bootstrap_servers is None and bus is None:
+        bus = InProcessBus()
+    kafka = settings.kafka_bootstrap_servers
+    events = EventFanOutWorker(
+        make_consumer(
+            kafka,
+            bus,
+            settings.event_topic_list(),
+            settings.consumer_group,
+            client_id="notification-events",
+        ),
+        container.fanout,
+        batch_size=settings.consumer_batch_size,
+    )
+    requests = AlertRequestWorker(
+        make_consumer(
+            kafka,
+            bus,
+            [settings.requests_topic],
+            f"{settings.consumer_group}-requests",
+            client_id="notification-requests",
+        ),
+        container.alerts,
+        batch_size=settings.consumer_batch_size,
+    )
+    return NotificationApp(container, create_app(container, verifier), events, requests)

@@ -1,0 +1,82 @@
+"""Run tables (SQLAlchemy Core), beside `tables.py` on the same metadata. Migration 0002 is the
+source of truth; `tests/scheduler/runs/test_run_schema.py` checks the two agree.
+
+Index choices (every hot query is O(rows it returns), never O(table)):
+- `uq_runs_planned_occurrence` (schedule_id, scheduled_for) WHERE trigger = 'schedule': the
+  exactly-one-run-per-occurrence guarantee; a violation reads as "already planned".
+- `ix_runs_due` (next_attempt_at) WHERE status IN ('pending', 'retrying'): the dispatcher's
+  claim and its "when is the next run due" probe.
+- `ix_runs_lease` (lease_expires_at) WHERE status = 'in_progress': runs whose worker died.
+- `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages and the
+  overlap check ("is an earlier run of this schedule unfinished").
+Partial-index predicates are written as SQL literals in queries too (never bound parameters), so
+PostgreSQL can prove a query implies the predicate even with a generic prepared plan.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from scheduler.adapters.db.tables import metadata
+from scheduler.adapters.db.types import JSONText, UTCDateTime
+
+UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
+DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"
+LEASED_SQL = "status = 'in_progress'"
+PLANNED_SQL = "trigger = 'schedule'"
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("tenant_id", sa.String(200), nullable=False),
+    sa.Column("schedule_id", sa.String(40), nullable=False),
+    sa.Column("scheduled_for", UTCDateTime(), nullable=False),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("skip_reason", sa.String(32), nullable=True),
+    sa.Column("attempt_count", sa.Integer(), nullable=False),
+    sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
+    sa.Column("started_at", UTCDateTime(), nullable=True),
+    sa.Column("finished_at", UTCDateTime(), nullable=True),
+    sa.Column("lease_owner", sa.String(100), nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime(), nullable=True),
+    # The payload this run delivers (snapshot when planned or triggered; a replay copies it).
+    sa.Column("payload", JSONText(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+)
+sa.Index(
+    "uq_runs_planned_occurrence",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    unique=True,
+    postgresql_where=sa.text(PLANNED_SQL),
+    sqlite_where=sa.text(PLANNED_SQL),
+)
+sa.Index(
+    "ix_runs_due",
+    runs.c.next_attempt_at,
+    postgresql_where=sa.text(DUE_STATUSES_SQL),
+    sqlite_where=sa.text(DUE_STATUSES_SQL),
+)
+sa.Index(
+    "ix_runs_lease",
+    runs.c.lease_expires_at,
+    postgresql_where=sa.text(LEASED_SQL),
+    sqlite_where=sa.text(LEASED_SQL),
+)
+sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
+
+delivery_attempts = sa.Table(
+    "delivery_attempts",
+    metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("number", sa.Integer(), primary_key=True),
+    sa.Column("started_at", UTCDateTime(), nullable=False),
+    sa.Column("duration_ms", sa.Integer(), nullable=False),
+    sa.Column("status_code", sa.Integer(), nullable=True),
+    sa.Column("error_kind", sa.String(32), nullable=True),
+    sa.Column("error_message", sa.String(500), nullable=True),
+    # <= 1 KiB of UTF-8 (the domain truncates); never holds our secret: it is the receiver's text.
+    sa.Column("response_excerpt", sa.Text(), nullable=True),
+)

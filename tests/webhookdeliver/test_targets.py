@@ -1,0 +1,63 @@
+"""validate_target_url: what the APIs accept at creation time (no DNS involved)."""
+
+from __future__ import annotations
+
+import pytest
+
+import webhookdeliver as wd
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.com/x?y=1",
+        "http://hooks.example.com:8080/",
+        "https://HOOKS.Example.COM./path",
+        "https://bücher.example/",
+        "https://8.8.8.8/",
+        "https://[2606:4700:4700::1111]:8443/",
+        "https://a-b_c.example.com/",
+    ],
+)
+def test_public_targets_are_accepted(url):
+    wd.validate_target_url(url, allow_private_networks=False)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://localhost:8080/",
+        "http://127.0.0.1:1/",
+        "http://[::1]/",
+        "http://10.0.0.1/",
+        "http://receiver/",
+        "http://api.localhost/",
+    ],
+)
+def test_private_targets_only_with_the_flag(url):
+    with pytest.raises(wd.ForbiddenTargetURL):
+        wd.validate_target_url(url, allow_private_networks=False)
+    wd.validate_target_url(url, allow_private_networks=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.1/",
+        "http://2130706433/",
+        "ftp://x.example/",
+        "http://u@x.example/",
+        "http://[fe80::1%25eth0]/",
+        "http://x.example/" + "a" * 2100,
+    ],
+)
+def test_some_urls_are_refused_even_with_the_flag(url):
+    # Non-canonical numbers, other schemes, credentials, zone ids and giant URLs never pass.
+    with pytest.raises(wd.InvalidTargetURL):
+        wd.validate_target_url(url, allow_private_networks=True)
+
+
+def test_refusal_carries_a_reason():
+    with pytest.raises(wd.ForbiddenTargetURL) as raised:
+        wd.validate_target_url("http://169.254.169.254/", allow_private_networks=False)
+    assert "link-local" in raised.value.reason
