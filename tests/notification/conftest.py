@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
-from authclient import AuthSettings, TokenVerifier, mint_token
-from eventbus import InProcessBus
 from pydantic import SecretStr
 
+from authclient import AuthSettings, TokenVerifier, mint_token
+from eventbus import InProcessBus
 from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from servicekit.secretbox import generate_key
@@ -90,19 +90,18 @@ class Harness:
 
 
 @pytest.fixture
-async def make_harness(
-    tmp_path: Path, clock: FakeClock
-) -> AsyncIterator[Callable[..., Any]]:
+async def make_harness(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Callable[..., Any]]:
     """Build a started service (workers not running: tests drive each step explicitly)."""
     started: list[Harness] = []
 
     async def factory(db: str, **overrides: Any) -> Harness:
         bus = overrides.pop("bus", None) or InProcessBus()
         mailer = overrides.pop("mailer", None)
+        run_workers = overrides.pop("run_workers", False)
         settings = make_settings(tmp_path, db, **overrides)
         verifier = TokenVerifier(AuthSettings(AUTH_HS256_KEY=SecretStr(AUTH_KEY)))
         app = build_notification(settings, bus, clock=clock, verifier=verifier, mailer=mailer)
-        await app.start(run_workers=False)
+        await app.start(run_workers=run_workers)
         client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app.asgi_app), base_url="http://notification"
         )

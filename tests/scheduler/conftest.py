@@ -18,7 +18,6 @@ except ImportError:
     standin_occurrences.install()
 
 from authclient import mint_token
-
 from tests.support.pg import fresh_postgres_database
 
 HS256_KEY = "test-hs256-key-that-is-long-enough-0123456789"

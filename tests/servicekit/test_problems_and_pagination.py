@@ -100,7 +100,8 @@ def test_split_page_cursor_points_after_last_item() -> None:
     rows = [(t0 + timedelta(seconds=i), f"id{i}") for i in range(4)]
     page, cursor = split_page(rows, 3, key=lambda r: r)
     assert page == rows[:3]
-    assert cursor is not None and decode_cursor(cursor).id == "id2"
+    assert cursor is not None
+    assert decode_cursor(cursor).id == "id2"
     assert split_page(rows[:3], 3, key=lambda r: r) == (rows[:3], None)
 
 
@@ -114,4 +115,5 @@ def test_split_page_small_limits(limit: int) -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [(t0, "a"), (t0, "b"), (t0, "c")]
     page, cursor = split_page(rows, limit, key=lambda r: r)
-    assert len(page) == limit and cursor is not None
+    assert len(page) == limit
+    assert cursor is not None

@@ -160,7 +160,7 @@ async def test_huge_body_is_read_only_up_to_the_bound(start_receiver):
     assert result.response_excerpt == "x" * 1024
     # The client hung up: the server got nowhere near 100 MB out (socket buffers only).
     assert sent < 32 * 1024 * 1024
-    assert elapsed < 2.0
+    assert elapsed < 5.0
 
 
 async def test_trickling_server_hits_the_total_timeout(start_receiver):
@@ -181,7 +181,7 @@ async def test_trickling_server_hits_the_total_timeout(start_receiver):
     assert result.retryable
     assert not result.ok
     assert result.status_code == 200  # headers came; the body never finished
-    assert 0.35 < elapsed < 1.5
+    assert 0.35 < elapsed < 3.0  # bounded by the 0.4 s budget, with slack for a busy CI box
 
 
 async def test_server_that_never_answers_times_out(start_receiver):

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, text, update
+from sqlalchemy import and_, bindparam, insert, or_, select, text, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -37,6 +37,7 @@ from notification.service_layer.ports import (
 from servicekit.pagination import Cursor
 
 _SUB_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
+_TERMINAL = (DeliveryStatus.SUCCEEDED, DeliveryStatus.DEAD)
 _UPDATABLE = {
     "url",
     "event_types",
@@ -89,7 +90,7 @@ def _after(
 ) -> ColumnElement[bool]:
     """Keyset condition: rows strictly after the cursor in (created_at, id) order."""
     if cursor is None:
-        return and_(True)
+        return true()
     if descending:
         return or_(
             created < cursor.created_at, and_(created == cursor.created_at, ident < cursor.id)
@@ -291,22 +292,33 @@ class SqlNotificationStore:
                     insert(delivery_attempts),
                     [{"delivery_id": o.delivery_id, **o.attempt.__dict__} for o in outcomes],
                 )
-            for o in outcomes:
-                terminal = o.status in (DeliveryStatus.SUCCEEDED, DeliveryStatus.DEAD)
+            if outcomes:
+                # One executemany for the batch: per-row round trips dominate otherwise.
                 await conn.execute(
                     update(d)
-                    .where(d.c.id == o.delivery_id)
+                    .where(d.c.id == bindparam("b_id"))
                     .values(
-                        status=o.status,
+                        status=bindparam("b_status"),
                         attempt_count=d.c.attempt_count + 1,
                         round_attempts=d.c.round_attempts + 1,
-                        round_started_at=o.round_started_at,
-                        next_attempt_at=o.next_attempt_at,
+                        round_started_at=bindparam("b_round_started_at"),
+                        next_attempt_at=bindparam("b_next_attempt_at"),
                         locked_until=None,
-                        last_error=o.last_error,
+                        last_error=bindparam("b_last_error"),
                         updated_at=now,
-                        finished_at=now if terminal else None,
-                    )
+                        finished_at=bindparam("b_finished_at"),
+                    ),
+                    [
+                        {
+                            "b_id": o.delivery_id,
+                            "b_status": str(o.status),
+                            "b_round_started_at": o.round_started_at,
+                            "b_next_attempt_at": o.next_attempt_at,
+                            "b_last_error": o.last_error,
+                            "b_finished_at": now if o.status in _TERMINAL else None,
+                        }
+                        for o in outcomes
+                    ],
                 )
             for h in health:
                 values: dict[str, Any] = {

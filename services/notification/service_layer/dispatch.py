@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
 
+from prometheus_client import Counter, Histogram
+
 from notification.domain.deliveries import (
     DeliveryStatus,
     EndpointHealth,
@@ -29,6 +31,14 @@ from notification.service_layer.subscriptions import SubscriptionService
 from webhookdeliver import BackoffPolicy, Delivery, DeliveryResult
 
 log = logging.getLogger(__name__)
+
+ATTEMPTS = Counter("notification_delivery_attempts_total", "Fan-out delivery attempts", ["outcome"])
+ATTEMPT_SECONDS = Histogram(
+    "notification_delivery_attempt_seconds", "Duration of one fan-out delivery attempt"
+)
+ENDPOINTS_DISABLED = Counter(
+    "notification_endpoints_disabled_total", "Subscriptions disabled by the health rule"
+)
 
 # Attempt columns are bounded so one chatty endpoint cannot bloat the log.
 MAX_ERROR_CHARS = 500
@@ -80,9 +90,13 @@ class Dispatcher:
             return 0
         results = await asyncio.gather(*(self._send(c) for c in claimed))
         outcomes = [self._outcome(c, r) for c, r in zip(claimed, results, strict=True)]
+        for outcome, result in zip(outcomes, results, strict=True):
+            ATTEMPTS.labels(outcome.status).inc()
+            ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
         health, disabled = self._health(claimed, results)
         await self.store.complete_deliveries(outcomes, health, self.clock())
         for sub in disabled:
+            ENDPOINTS_DISABLED.inc()
             log.warning("endpoint disabled after continuous failure", extra={"sub": sub.id})
             await self.on_endpoint_disabled(sub)
         return len(claimed)

@@ -150,7 +150,9 @@ def parse_expression(expression: str) -> ParsedExpression:
                 f"expected 5 fields (minute hour day-of-month month day-of-week), "
                 f"got {len(fields)}",
             )
-    values = {name: _parse_field(name, field) for name, field in zip(FIELD_NAMES, fields)}
+    values = {
+        name: _parse_field(name, field) for name, field in zip(FIELD_NAMES, fields, strict=True)
+    }
     days_of_week = frozenset(v % 7 for v in values["day_of_week"])
     days_and = fields[2].startswith("*") or fields[4].startswith("*")
     parsed = ParsedExpression(
@@ -193,7 +195,9 @@ def _parse_item(name: str, item: str, low: int, high: int, names: dict[str, int]
     step = 1
     if step_text is not None:
         if not _NUMBER.fullmatch(step_text):
-            raise InvalidScheduleExpression(name, item, "step must be a whole number (at most 9 digits)")
+            raise InvalidScheduleExpression(
+                name, item, "step must be a whole number (at most 9 digits)"
+            )
         step = int(step_text)
         if step < 1:
             raise InvalidScheduleExpression(name, item, "step must be at least 1")
@@ -210,9 +214,7 @@ def _parse_item(name: str, item: str, low: int, high: int, names: dict[str, int]
         return range(start, start + 1)
     end = _parse_value(name, item, end_text, low, high, names)
     if start > end:
-        raise InvalidScheduleExpression(
-            name, item, "range start is after its end (no wrap-around)"
-        )
+        raise InvalidScheduleExpression(name, item, "range start is after its end (no wrap-around)")
     return range(start, end + 1, step)
 
 

@@ -32,7 +32,9 @@ their occurrences are at whole *local* minutes, so the instants are not whole UT
 from __future__ import annotations
 
 import calendar
+import functools
 import heapq
+import itertools
 from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -51,13 +53,21 @@ _DAY = 86_400
 _LOOKAHEAD_SECONDS = 2 * _DAY
 # Per-recurrence cache of matching days per (year, month); bounded, cleared when full.
 _MONTH_CACHE_SIZE = 512
-# min_interval_seconds(): transitions are probed every 3 days (reversals are >= 4 days apart) over
-# this many years from `since`; offsets lasting under 3 days would need a finer probe.
-_TRANSITION_PROBE_SECONDS = 3 * _DAY
-MIN_INTERVAL_HORIZON_YEARS = 130
+# Offset transitions of a zone are found by probing its offset once a day and bisecting, one
+# cached decade at a time (`_ZoneDecade`). A day is mapped with one offset only when no transition
+# lies within _SPAN_MARGIN of it (more than any offset change, 26 h, and than the probe step), so
+# two transitions inside one probe step still send the day down the exact per-minute path. Only an
+# offset change *and its reversal* within one day would go unseen: tzdata has none since 1900.
+_TRANSITION_PROBE_SECONDS = _DAY
+_SPAN_MARGIN = 2 * _DAY
+_DECADE_SECONDS = 3_652 * _DAY  # ~ten years; buckets need not be calendar decades
+_DECADE_CACHE_SIZE = 1024  # zones x decades; each entry is a few transitions
+MIN_INTERVAL_HORIZON_YEARS = 100
 _DEFAULT_SINCE = datetime(1970, 1, 1, tzinfo=UTC)
-# Bounds the occurrences examined around one transition in min_interval_seconds().
-_MAX_OCCURRENCES_PER_TRANSITION = 20_000
+# The calendar pattern repeats every 28 years between century years; scanning 2001-2028 finds the
+# smallest gap between matching days unless matches are rarer than that (then 400 years).
+_DAY_GAP_SCAN = (date(2001, 1, 1).toordinal(), date(2029, 1, 1).toordinal())
+_DAY_GAP_SCAN_RARE = (date(2001, 1, 1).toordinal(), date(2401, 1, 1).toordinal())
 
 
 def _seconds(offset: timedelta | None) -> int:
@@ -124,6 +134,57 @@ class Recurrence:
     def __repr__(self) -> str:
         return f"Recurrence({self.expression!r}, {self.timezone!r})"
 
+    def min_interval_seconds(self, since: datetime | None = None) -> int:
+        """The smallest gap, in seconds, between consecutive occurrences from `since` (default
+        1970-01-01) over MIN_INTERVAL_HORIZON_YEARS, for the `min_interval_seconds` quota.
+
+        Never over-estimates within the horizon: the structural minimum (wall-clock gaps between
+        matching minutes and matching days) is lowered by what the engine actually produces
+        around every offset transition of the zone in the horizon (a skipped hour shortens a gap;
+        a repeated hour fires a wildcard schedule twice). Bounded cost: a few thousand offset
+        probes per zone and decade (cached), then a short engine run per transition.
+        """
+        start = _instant(since if since is not None else _DEFAULT_SINCE)
+        best = self._structural_min_seconds()
+        if best <= 60:
+            return best  # occurrences are whole distinct minutes: nothing can be smaller
+        horizon = MIN_INTERVAL_HORIZON_YEARS * 365 * _DAY
+        for instant, change in _transitions(self._zone, start, start + horizon):
+            # Only occurrences within `reach` of a transition can be pulled closer by it.
+            reach = abs(change) + best + 120
+            previous: int | None = None
+            for occurrence in self._iterate(instant - reach):
+                ts = (occurrence - _EPOCH) // _ONE_SECOND
+                if previous is not None:
+                    best = min(best, ts - previous)
+                if ts > instant + reach:
+                    break
+                previous = ts
+        return best
+
+    def _structural_min_seconds(self) -> int:
+        """The smallest wall-clock gap between matching minutes, ignoring offset changes."""
+        minutes = self._start_minutes
+        smallest = min((b - a for a, b in itertools.pairwise(minutes)), default=None)
+        across_days = self._min_day_gap() * 1440 - minutes[-1] + minutes[0]
+        return 60 * (across_days if smallest is None else min(smallest, across_days))
+
+    def _min_day_gap(self) -> int:
+        for first, last in (_DAY_GAP_SCAN, _DAY_GAP_SCAN_RARE):
+            gap: int | None = None
+            previous: int | None = None
+            for ordinal, _, _, _ in self._matching_days_from(first):
+                if ordinal >= last:
+                    break
+                if previous is not None:
+                    gap = ordinal - previous if gap is None else min(gap, ordinal - previous)
+                    if gap == 1:
+                        return 1
+                previous = ordinal
+            if gap is not None:
+                return gap
+        return 1  # unreachable for a validated expression; 1 day can never over-estimate
+
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after`; None only past the year 9999."""
         return next(self.iter_after(after), None)
@@ -148,22 +209,23 @@ class Recurrence:
         pending: list[tuple[int, datetime]] = []
         last = after_ts
         transition: tuple[int, int, int] | None = None  # (lo, hi, instant) of the last gap
-        next_ordinal = -1
-        next_offsets: tuple[int, int] | None = None
-        for ordinal in self._matching_ordinals(start_ordinal):
-            first = bisect_left(self._start_minutes, start_minute) if ordinal == start_ordinal else 0
+        span_start, span_end, span_offset = 0, -1, 0  # a constant-offset UTC interval
+        for ordinal, year, month, mday in self._matching_days_from(start_ordinal):
+            first = (
+                bisect_left(self._start_minutes, start_minute) if ordinal == start_ordinal else 0
+            )
             if first >= count:
                 continue
-            begin = next_offsets if ordinal == next_ordinal else self._midnight_offsets(ordinal)
-            end = self._midnight_offsets(ordinal + 1) if ordinal < _LAST_ORDINAL else None
-            next_ordinal, next_offsets = ordinal + 1, end
-            assert begin is not None
-            day = date.fromordinal(ordinal)
-            year, month, mday = day.year, day.month, day.day
             wall_midnight = (ordinal - _EPOCH_ORDINAL) * _DAY
-            if end is not None and begin[0] == begin[1] == end[0] == end[1]:
-                # No transition touches this day: one offset maps every wall minute.
-                base = wall_midnight - begin[0]
+            lo = wall_midnight - span_offset - _SPAN_MARGIN
+            hi = wall_midnight + _DAY - span_offset + _SPAN_MARGIN
+            if not span_start <= lo < hi <= span_end:
+                span_start, span_end, span_offset = _span(zone, wall_midnight - span_offset)
+                lo = wall_midnight - span_offset - _SPAN_MARGIN
+                hi = wall_midnight + _DAY - span_offset + _SPAN_MARGIN
+            if span_start <= lo < hi <= span_end:
+                # No transition near this day: one offset maps every wall minute.
+                base = wall_midnight - span_offset
                 for index in range(first, count):
                     minute_of_day, hour, minute = times[index]
                     ts = base + minute_of_day * 60
@@ -218,9 +280,17 @@ class Recurrence:
     def _start_wall(self, after_ts: int) -> tuple[int, int] | None:
         """(ordinal, minute of day) of the earliest wall time that can yield an instant after
         `after_ts`, or None when that is past the year 9999."""
-        offset_now = self._offset_at(after_ts)
-        offset_soon = self._offset_at(after_ts + _LOOKAHEAD_SECONDS)
-        offsets = [o for o in (offset_now, offset_soon) if o is not None]
+        span_start, span_end, offset_now = _span(self._zone, after_ts)
+        if span_start <= after_ts < span_end:
+            soon = after_ts + _LOOKAHEAD_SECONDS
+            offset_soon = offset_now if soon < span_end else _span(self._zone, soon)[2]
+            offsets = [offset_now, offset_soon]
+        else:  # no table here (the ends of the calendar): ask the zone directly
+            offsets = [
+                o
+                for o in (self._offset_at(after_ts), self._offset_at(after_ts + _LOOKAHEAD_SECONDS))
+                if o is not None
+            ]
         if not offsets:
             # Outside what datetime can represent: before year 1 or after year 9999.
             return (1, 0) if after_ts < 0 else None
@@ -238,13 +308,6 @@ class Recurrence:
         except (OverflowError, OSError, ValueError):
             return None
 
-    def _midnight_offsets(self, ordinal: int) -> tuple[int, int]:
-        """Offsets (seconds) of the wall midnight starting that day, at fold 0 and fold 1; they
-        differ when midnight is skipped or repeated."""
-        day = date.fromordinal(ordinal)
-        midnight = datetime(day.year, day.month, day.day, tzinfo=self._zone)
-        return _seconds(midnight.utcoffset()), _seconds(midnight.replace(fold=1).utcoffset())
-
     def _transition_between(self, lo: int, hi: int) -> int:
         """The first instant in (lo, hi] with the offset `hi` has (one transition lies between)."""
         target = self._offset_at(hi)
@@ -256,18 +319,25 @@ class Recurrence:
                 lo = middle
         return hi
 
-    def _matching_ordinals(self, start_ordinal: int) -> Iterator[int]:
-        """Ordinals of the days (from `start_ordinal`) whose month and day rule match."""
+    def _matching_days_from(self, start_ordinal: int) -> Iterator[tuple[int, int, int, int]]:
+        """(ordinal, year, month, day) of the days from `start_ordinal` whose month and day rule
+        match, found month by month."""
         start = date.fromordinal(start_ordinal)
+        months = self._months
+        month_index = bisect_left(months, start.month)
+        from_day = (
+            start.day if month_index < len(months) and months[month_index] == start.month else 1
+        )
         for year in range(start.year, 10_000):
-            for month in self._months:
-                if (year, month) < (start.year, start.month):
-                    continue
-                first_of_month = date(year, month, 1).toordinal()
-                for mday in self._matching_days(year, month):
-                    ordinal = first_of_month + mday - 1
-                    if ordinal >= start_ordinal:
-                        yield ordinal
+            for month in months[month_index:]:
+                days = self._matching_days(year, month)
+                day_index = bisect_left(days, from_day) if from_day > 1 else 0
+                from_day = 1
+                if day_index < len(days):
+                    before_first = date(year, month, 1).toordinal() - 1
+                    for mday in days[day_index:]:
+                        yield before_first + mday, year, month, mday
+            month_index = 0
 
     def _matching_days(self, year: int, month: int) -> tuple[int, ...]:
         key = (year, month)
@@ -287,3 +357,82 @@ class Recurrence:
                 self._days_cache.clear()
             self._days_cache[key] = days
         return days
+
+
+def _transitions(zone: ZoneInfo, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(instant, offset change in seconds) of every offset change of `zone` in [start, end)."""
+    decade = start // _DECADE_SECONDS
+    while decade * _DECADE_SECONDS < end:
+        table = _decade_transitions(zone, decade)
+        previous = table.initial_offset
+        if previous is None:  # the ends of the calendar: nothing to probe
+            break
+        for instant, offset in table.transitions:
+            if start <= instant < end:
+                yield instant, offset - previous
+            previous = offset
+        decade += 1
+
+
+def _span(zone: ZoneInfo, ts: int) -> tuple[int, int, int]:
+    """(start, end, offset): an interval around `ts` over which the zone's offset is constant,
+    clipped to the cached decade; (0, -1, 0) (an empty span) outside the representable years."""
+    decade = ts // _DECADE_SECONDS
+    table = _decade_transitions(zone, decade)
+    if table.initial_offset is None:
+        return 0, -1, 0
+    start, end = decade * _DECADE_SECONDS, table.end
+    offset = table.initial_offset
+    for instant, after in table.transitions:
+        if instant <= ts:
+            start, offset = instant, after
+        else:
+            end = instant
+            break
+    return start, end, offset
+
+
+class _ZoneDecade:
+    """A zone's offset over one decade: the offset at its start and each (instant, new offset)."""
+
+    __slots__ = ("end", "initial_offset", "transitions")
+
+    def __init__(
+        self, initial_offset: int | None, transitions: tuple[tuple[int, int], ...], end: int
+    ) -> None:
+        self.initial_offset = initial_offset
+        self.transitions = transitions
+        self.end = end  # probed up to here (exclusive); shorter than a decade at year 9999
+
+
+@functools.lru_cache(maxsize=_DECADE_CACHE_SIZE)
+def _decade_transitions(zone: ZoneInfo, decade: int) -> _ZoneDecade:
+    first = decade * _DECADE_SECONDS
+    last = first + _DECADE_SECONDS
+
+    def offset_at(ts: int) -> int | None:
+        try:
+            return _seconds(datetime.fromtimestamp(ts, zone).utcoffset())
+        except (OverflowError, OSError, ValueError):
+            return None
+
+    found: list[tuple[int, int]] = []
+    initial = offset_at(first)
+    lo, lo_offset = first, initial
+    while lo < last and lo_offset is not None:
+        hi = min(lo + _TRANSITION_PROBE_SECONDS, last)
+        hi_offset = offset_at(hi)
+        if hi_offset is None:
+            last = lo
+            break
+        if hi_offset != lo_offset:
+            left, right = lo, hi
+            while right - left > 1:
+                middle = (left + right) // 2
+                if offset_at(middle) == hi_offset:
+                    right = middle
+                else:
+                    left = middle
+            found.append((right, hi_offset))
+        lo, lo_offset = hi, hi_offset
+    return _ZoneDecade(initial, tuple(found), last if initial is not None else first)

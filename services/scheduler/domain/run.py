@@ -90,6 +90,10 @@ class SkipReason(StrEnum):
     """The tenant was suspended at scheduled_for (or, for a retry, when it came due)."""
     QUOTA = "quota"
     """The tenant's max_runs_per_day was used up."""
+    SCHEDULE_PAUSED = "schedule_paused"
+    """A planned run came due after its schedule was paused (pausing means "no intent")."""
+    SCHEDULE_DELETED = "schedule_deleted"
+    """The run came due after its schedule was deleted."""
 
 
 class RunError(Exception):

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
-from authclient import AuthSettings
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from authclient import AuthSettings
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.bootstrap import Container, bootstrap
 from scheduler.config import SchedulerSettings

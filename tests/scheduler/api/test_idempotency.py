@@ -17,7 +17,8 @@ async def test_same_key_same_body_returns_same_schedule(client: httpx.AsyncClien
     reordered = dict(reversed(list(schedule_body().items())))
     again = await client.post("/v1/schedules/", json=reordered, headers=h)
     assert first.status_code == 201
-    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
     assert again.json()["secret"] == first.json()["secret"]
     items = (await client.get("/v1/schedules/", headers=auth())).json()["items"]

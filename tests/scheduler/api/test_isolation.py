@@ -39,7 +39,8 @@ async def test_other_tenant_gets_404(client: httpx.AsyncClient, method: str, suf
     # And the owner still sees it unchanged.
     mine = await client.get(f"/v1/schedules/{sid}", headers=auth("tenant-a"))
     assert mine.status_code == 200
-    assert mine.json()["name"] == "nightly-report" and mine.json()["version"] == 1
+    assert mine.json()["name"] == "nightly-report"
+    assert mine.json()["version"] == 1
 
 
 async def test_lists_are_per_tenant(client: httpx.AsyncClient) -> None:

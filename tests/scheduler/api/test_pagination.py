@@ -45,7 +45,9 @@ async def test_filters_by_action(client: httpx.AsyncClient) -> None:
 
 async def test_bad_cursor_and_limit_are_422(client: httpx.AsyncClient) -> None:
     r = await client.get("/v1/schedules/", params={"cursor": "garbage!!"}, headers=auth())
-    assert r.status_code == 422 and r.json()["field"] == "cursor"
+    assert r.status_code == 422
+    assert r.json()["field"] == "cursor"
     for limit in (0, 101):
         r = await client.get("/v1/schedules/", params={"limit": limit}, headers=auth())
-        assert r.status_code == 422 and r.json()["field"] == "limit"
+        assert r.status_code == 422
+        assert r.json()["field"] == "limit"

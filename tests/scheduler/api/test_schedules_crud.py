@@ -22,14 +22,16 @@ async def test_create_returns_full_schedule_with_secret_once(client: httpx.Async
     body = r.json()
     assert body["id"].startswith("sch_")
     assert body["secret"].startswith("whsec_")
-    assert body["state"] == "active" and body["paused_reason"] is None
+    assert body["state"] == "active"
+    assert body["paused_reason"] is None
     assert body["target"] == {
         "url": "https://example.com/hook",
         "headers": {"X-Team": "ops"},
         "timeout_seconds": 10,
     }
     assert body["retry_policy"]["max_attempts"] == 5
-    assert body["misfire_policy"] == "fire_once" and body["overlap_policy"] == "allow"
+    assert body["misfire_policy"] == "fire_once"
+    assert body["overlap_policy"] == "allow"
     assert body["breaker"] == {"failure_threshold": 5}
     # 2026-03-01 is a Sunday: the next weekday 03:00 in Addis Ababa (UTC+3) is Monday 00:00 UTC.
     assert body["next_run_at"].startswith("2026-03-02T00:00:00")
@@ -51,7 +53,8 @@ def secret_free(text: str, secret: str) -> bool:
 
 async def test_event_action_needs_no_target(client: httpx.AsyncClient) -> None:
     body = await create(client, action="event", target=None, cron="*/5 * * * *", timezone="UTC")
-    assert body["action"] == "event" and body["target"] is None
+    assert body["action"] == "event"
+    assert body["target"] is None
 
 
 async def test_patch_changes_fields_and_recomputes_next_run(client: httpx.AsyncClient) -> None:
@@ -63,16 +66,20 @@ async def test_patch_changes_fields_and_recomputes_next_run(client: httpx.AsyncC
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["name"] == "renamed" and body["cron"] == "30 14 * * *"
+    assert body["name"] == "renamed"
+    assert body["cron"] == "30 14 * * *"
     assert body["next_run_at"].startswith("2026-03-01T14:30:00")
-    assert body["version"] == 2 and r.headers["etag"] == '"2"'
+    assert body["version"] == 2
+    assert r.headers["etag"] == '"2"'
     # Untouched fields keep their values.
     assert body["target"]["headers"] == {"X-Team": "ops"}
 
 
 async def test_patch_with_stale_etag_is_412(client: httpx.AsyncClient) -> None:
     s = await create(client)
-    ok = await client.patch(URL + s["id"], json={"name": "a"}, headers={**auth(), "If-Match": '"1"'})
+    ok = await client.patch(
+        URL + s["id"], json={"name": "a"}, headers={**auth(), "If-Match": '"1"'}
+    )
     assert ok.status_code == 200
     stale = await client.patch(
         URL + s["id"], json={"name": "b"}, headers={**auth(), "If-Match": '"1"'}
@@ -96,20 +103,23 @@ async def test_pause_and_resume(client: httpx.AsyncClient, clock: StepClock) -> 
     clock.advance(hours=5)  # occurrences inside the pause are not planned
     r = await client.post(URL + s["id"] + "/resume", headers=auth())
     assert r.status_code == 200
-    assert r.json()["state"] == "active" and r.json()["paused_reason"] is None
+    assert r.json()["state"] == "active"
+    assert r.json()["paused_reason"] is None
     assert r.json()["next_run_at"].startswith("2026-03-01T18:00:00")
 
 
 async def test_pause_without_body(client: httpx.AsyncClient) -> None:
     s = await create(client)
     p = await client.post(URL + s["id"] + "/pause", headers=auth())
-    assert p.status_code == 200 and p.json()["paused_reason"] is None
+    assert p.status_code == 200
+    assert p.json()["paused_reason"] is None
 
 
 async def test_delete_is_soft_and_404_after(client: httpx.AsyncClient) -> None:
     s = await create(client)
     d = await client.delete(URL + s["id"], headers=auth())
-    assert d.status_code == 204 and d.content == b""
+    assert d.status_code == 204
+    assert d.content == b""
     for method, suffix in [("GET", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/pause")]:
         r = await client.request(method, URL + s["id"] + suffix, json={}, headers=auth())
         assert r.status_code == 404, (method, suffix, r.status_code)
@@ -139,4 +149,20 @@ async def test_occurrences_preview(client: httpx.AsyncClient) -> None:
     }
     for bad in (0, 101):
         r = await client.get(URL + s["id"] + "/occurrences", params={"count": bad}, headers=auth())
-        assert r.status_code == 422 and r.json()["field"] == "count"
+        assert r.status_code == 422
+        assert r.json()["field"] == "count"
+
+
+async def test_secret_never_logged(client: httpx.AsyncClient, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # everything, SQL included, is captured
+    h = {**auth(), "Idempotency-Key": "log-key"}
+    s = (await client.post(URL, json=schedule_body(), headers=h)).json()
+    replay = (await client.post(URL, json=schedule_body(), headers=h)).json()
+    rotated = (await client.post(URL + s["id"] + "/secret/rotate", headers=auth())).json()
+    await client.post(URL, json=schedule_body(name="x"), headers=h)  # a 409 error path
+    secrets = {s["secret"], replay["secret"], rotated["secret"]}
+    assert len(secrets) == 2
+    for secret in secrets:
+        assert secret_free(caplog.text, secret)

@@ -68,7 +68,8 @@ async def test_create_refuses(
     assert r.status_code == 422, r.text
     assert r.headers["content-type"] == "application/problem+json"
     problem = r.json()
-    assert problem["status"] == 422 and problem["type"].endswith("/validation-error")
+    assert problem["status"] == 422
+    assert problem["type"].endswith("/validation-error")
     assert problem["field"] == field, problem
     assert problem["detail"]
     assert (await client.get("/v1/schedules/", headers=auth())).json()["items"] == []
@@ -85,7 +86,8 @@ async def test_patch_refuses_null_and_unknown(client: httpx.AsyncClient) -> None
     s = (await client.post("/v1/schedules/", json=schedule_body(), headers=auth())).json()
     for body, field in [({"name": None}, "name"), ({"nope": 1}, "nope"), ({"cron": "x"}, "cron")]:
         r = await client.patch(f"/v1/schedules/{s['id']}", json=body, headers=auth())
-        assert r.status_code == 422 and r.json()["field"] == field, r.text
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == field
     assert (await client.get(f"/v1/schedules/{s['id']}", headers=auth())).json()["version"] == 1
 
 
@@ -101,9 +103,11 @@ async def test_malformed_json_is_422_problem(client: httpx.AsyncClient) -> None:
 
 async def test_framework_errors_are_problems(client: httpx.AsyncClient) -> None:
     r = await client.get("/nowhere", headers=auth())
-    assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
+    assert r.status_code == 404
+    assert r.headers["content-type"] == "application/problem+json"
     r = await client.put("/v1/schedules/", headers=auth())
-    assert r.status_code == 405 and r.headers["content-type"] == "application/problem+json"
+    assert r.status_code == 405
+    assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["type"].endswith("/method-not-allowed")
 
 
@@ -127,7 +131,8 @@ async def test_quota_max_schedules_names_the_limit(client: httpx.AsyncClient, ap
         ).status_code == 201
     r = await client.post("/v1/schedules/", json=schedule_body(), headers=auth())
     assert r.status_code == 409
-    assert r.json()["limit"] == "max_schedules" and r.json()["limit_value"] == 2
+    assert r.json()["limit"] == "max_schedules"
+    assert r.json()["limit_value"] == 2
     # A deleted schedule stops counting.
     first = (await client.get("/v1/schedules/", headers=auth())).json()["items"][0]["id"]
     assert (await client.delete(f"/v1/schedules/{first}", headers=auth())).status_code == 204

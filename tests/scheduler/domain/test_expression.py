@@ -36,7 +36,9 @@ ALL_WEEKDAYS = frozenset(range(7))
         ("0 0 1-31/10 * *", "days_of_month", {1, 11, 21, 31}),
     ],
 )
-def test_fields_select_the_documented_values(expression: str, field: str, expected: set[int]) -> None:
+def test_fields_select_the_documented_values(
+    expression: str, field: str, expected: set[int]
+) -> None:
     assert getattr(parse_expression(expression), field) == frozenset(expected)
 
 
@@ -91,13 +93,18 @@ def test_macros_equal_their_expansion(macro: str, equivalent: str) -> None:
 
 def test_tabs_and_repeated_spaces_separate_fields() -> None:
     parsed = parse_expression(" 5\t4  *\t* \t1 ")
-    assert (parsed.minutes, parsed.hours, parsed.days_of_week) == ({5}, {4}, {1})
+    assert (parsed.minutes, parsed.hours, parsed.days_of_week) == (
+        frozenset({5}),
+        frozenset({4}),
+        frozenset({1}),
+    )
 
 
 def test_the_or_rule_rescues_an_impossible_date() -> None:
     # Feb 31 never exists, but OR with Monday keeps every Monday of February.
     parsed = parse_expression("0 0 31 2 1")
-    assert not parsed.days_and and parsed.days_of_week == {1}
+    assert not parsed.days_and
+    assert parsed.days_of_week == {1}
 
 
 INVALID = [
@@ -171,7 +178,8 @@ def test_invalid_expressions_name_field_and_token(expression: str, field: str, t
 def test_over_long_expressions_are_refused_without_echoing_them() -> None:
     with pytest.raises(InvalidScheduleExpression) as caught:
         parse_expression("0," * 600 + "0 * * * *")
-    assert caught.value.field == "expression" and len(str(caught.value)) < 120
+    assert caught.value.field == "expression"
+    assert len(str(caught.value)) < 120
 
 
 @pytest.mark.parametrize(

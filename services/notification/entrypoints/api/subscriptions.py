@@ -19,6 +19,7 @@ from notification.entrypoints.api.schemas import (
     SubscriptionPatch,
     SubscriptionWithSecretOut,
 )
+from notification.service_layer.ports import SubscriptionRecord
 from notification.service_layer.subscriptions import SubscriptionNotFound
 from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
 from servicekit.problems import ProblemError, not_found
@@ -42,8 +43,8 @@ def _invalid(field: str, detail: str) -> ProblemError:
     )
 
 
-def _with_secret(sub: object, secret: str) -> SubscriptionWithSecretOut:
-    base = SubscriptionOut.of(sub)  # type: ignore[arg-type]
+def _with_secret(sub: SubscriptionRecord, secret: str) -> SubscriptionWithSecretOut:
+    base = SubscriptionOut.of(sub)
     return SubscriptionWithSecretOut(**base.model_dump(), secret=secret)
 
 

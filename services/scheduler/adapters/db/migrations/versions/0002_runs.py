@@ -63,9 +63,7 @@ def upgrade() -> None:
         postgresql_where=sa.text(LEASED),
         sqlite_where=sa.text(LEASED),
     )
-    op.create_index(
-        "ix_runs_schedule_history", "runs", ["schedule_id", "scheduled_for", "id"]
-    )
+    op.create_index("ix_runs_schedule_history", "runs", ["schedule_id", "scheduled_for", "id"])
     op.create_table(
         "delivery_attempts",
         sa.Column("run_id", sa.String(40), primary_key=True),

@@ -1,0 +1,469 @@
+"""The SQL RunStore (service_layer/run_ports.py): Core statements on one AsyncConnection per
+transaction, set-based on the hot path (a whole claim batch or group of completions per
+statement or executemany), portable across PostgreSQL and SQLite.
+
+PostgreSQL: claims are `UPDATE runs ... WHERE id IN (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT n)
+RETURNING ...`, so replicas never claim the same run; planners lock due schedules the same way.
+SQLite: `FOR UPDATE` is not emitted; the engine's single pooled connection makes every
+transaction the only writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from scheduler.adapters.db.repository import row_to_schedule
+from scheduler.adapters.db.run_tables import (
+    DUE_STATUSES_SQL,
+    LEASED_SQL,
+    UNFINISHED_SQL,
+    delivery_attempts,
+    runs,
+)
+from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.types import UTCDateTime
+from scheduler.adapters.db.unit_of_work import outbox_row
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.events import DomainEvent
+from scheduler.domain.policies import (
+    Action,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleState,
+)
+from scheduler.domain.run import Attempt, Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.schedule import Schedule, Target
+from scheduler.service_layer.run_ports import (
+    DeliverySpec,
+    RunPageFilter,
+    RunTx,
+    ScheduleToPlan,
+)
+
+_SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphertext")]
+_ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"  # ix_schedules_due's predicate
+
+
+def run_to_row(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "tenant_id": run.tenant_id,
+        "schedule_id": run.schedule_id,
+        "scheduled_for": run.scheduled_for,
+        "trigger": run.trigger.value,
+        "status": run.status.value,
+        "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
+        "attempt_count": run.attempt_count,
+        "next_attempt_at": run.next_attempt_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "lease_owner": run.lease_owner,
+        "lease_expires_at": run.lease_expires_at,
+        "payload": run.payload,
+        "created_at": run.created_at,
+    }
+
+
+def row_to_run(row: Any) -> Run:
+    m = row._mapping
+    return Run(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        schedule_id=m["schedule_id"],
+        scheduled_for=m["scheduled_for"],
+        trigger=Trigger(m["trigger"]),
+        status=RunStatus(m["status"]),
+        skip_reason=None if m["skip_reason"] is None else SkipReason(m["skip_reason"]),
+        attempt_count=m["attempt_count"],
+        next_attempt_at=m["next_attempt_at"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        created_at=m["created_at"],
+        payload=m["payload"],
+        lease_owner=m["lease_owner"],
+        lease_expires_at=m["lease_expires_at"],
+    )
+
+
+def _state_params(run: Run) -> dict[str, Any]:
+    return {
+        "b_id": run.id,
+        "status": run.status.value,
+        "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
+        "attempt_count": run.attempt_count,
+        "next_attempt_at": run.next_attempt_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "lease_owner": run.lease_owner,
+        "lease_expires_at": run.lease_expires_at,
+    }
+
+
+class SqlRunTx(RunTx):
+    def __init__(self, conn: AsyncConnection, box: SecretBox) -> None:
+        self.conn = conn
+        self.box = box
+        self.is_postgres = conn.dialect.name == "postgresql"
+
+    def _insert(self, table: sa.Table) -> Any:
+        return (pg_dialect.insert if self.is_postgres else sqlite_dialect.insert)(table)
+
+    # ---- planner -------------------------------------------------------------------------
+
+    async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]:
+        q = (
+            sa.select(
+                schedules.c.id,
+                schedules.c.tenant_id,
+                schedules.c.cron,
+                schedules.c.timezone,
+                schedules.c.misfire_policy,
+                schedules.c.overlap_policy,
+                schedules.c.next_run_at,
+                schedules.c.payload,
+            )
+            .where(sa.text(_ACTIVE_LIVE_SQL))
+            .where(schedules.c.next_run_at <= horizon)
+            .order_by(schedules.c.next_run_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        result = await self.conn.execute(q)
+        return [
+            ScheduleToPlan(
+                id=r.id,
+                tenant_id=r.tenant_id,
+                cron=r.cron,
+                timezone=r.timezone,
+                misfire_policy=MisfirePolicy(r.misfire_policy),
+                overlap_policy=OverlapPolicy(r.overlap_policy),
+                next_run_at=r.next_run_at,
+                payload=r.payload,
+            )
+            for r in result
+        ]
+
+    async def unfinished_schedule_ids(self, schedule_ids: Sequence[str]) -> set[str]:
+        if not schedule_ids:
+            return set()
+        q = (
+            sa.select(runs.c.schedule_id)
+            .where(runs.c.schedule_id.in_(list(schedule_ids)))
+            .where(sa.text(UNFINISHED_SQL))
+            .distinct()
+        )
+        return {r[0] for r in await self.conn.execute(q)}
+
+    async def insert_runs(self, new_runs: Sequence[Run]) -> int:
+        if not new_runs:
+            return 0
+        stmt = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
+        result = await self.conn.execute(stmt, [run_to_row(r) for r in new_runs])
+        return len(result.all())
+
+    async def set_next_run_at(self, updates: Sequence[tuple[str, datetime | None]]) -> None:
+        if not updates:
+            return
+        stmt = sa.update(schedules).where(schedules.c.id == sa.bindparam("b_id"))
+        await self.conn.execute(stmt, [{"b_id": i, "next_run_at": t} for i, t in updates])
+
+    async def next_schedule_due_at(self) -> datetime | None:
+        q = sa.select(sa.func.min(schedules.c.next_run_at)).where(sa.text(_ACTIVE_LIVE_SQL))
+        value = (await self.conn.execute(q)).scalar()
+        return _as_datetime(value)
+
+    # ---- dispatcher ----------------------------------------------------------------------
+
+    async def claim_due(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Run]:
+        claimed: list[Run] = []
+        due = (
+            sa.select(runs.c.id)
+            .where(sa.text(DUE_STATUSES_SQL))
+            .where(runs.c.next_attempt_at <= now)
+            .order_by(runs.c.next_attempt_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        claimed += await self._claim(due, owner, now, lease_until)
+        if len(claimed) < limit:
+            # Runs whose worker died: their lease expired while in_progress.
+            expired = (
+                sa.select(runs.c.id)
+                .where(sa.text(LEASED_SQL))
+                .where(runs.c.lease_expires_at <= now)
+                .order_by(runs.c.lease_expires_at)
+                .limit(limit - len(claimed))
+                .with_for_update(skip_locked=True)
+            )
+            claimed += await self._claim(expired, owner, now, lease_until)
+        return claimed
+
+    async def _claim(
+        self, ids: sa.Select[Any], owner: str, now: datetime, lease_until: datetime
+    ) -> list[Run]:
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.id.in_(ids.scalar_subquery()))
+            .values(
+                status=RunStatus.IN_PROGRESS.value,
+                lease_owner=owner,
+                lease_expires_at=lease_until,
+                next_attempt_at=None,
+                started_at=sa.func.coalesce(runs.c.started_at, sa.literal(now, UTCDateTime())),
+            )
+            .returning(*runs.c)
+        )
+        result = await self.conn.execute(stmt)
+        return [row_to_run(r) for r in result]
+
+    async def delivery_specs(
+        self, schedule_ids: Sequence[str], now: datetime
+    ) -> dict[str, DeliverySpec]:
+        if not schedule_ids:
+            return {}
+        q = sa.select(
+            schedules.c.id,
+            schedules.c.tenant_id,
+            schedules.c.name,
+            schedules.c.action,
+            schedules.c.state,
+            schedules.c.deleted_at,
+            schedules.c.target,
+            schedules.c.retry_policy,
+            schedules.c.overlap_policy,
+            schedules.c.secret_ciphertext,
+            schedules.c.previous_secret_ciphertext,
+            schedules.c.previous_secret_expires_at,
+        ).where(schedules.c.id.in_(sorted(set(schedule_ids))))
+        out: dict[str, DeliverySpec] = {}
+        for r in await self.conn.execute(q):
+            secrets = [self.box.decrypt(r.secret_ciphertext, associated=r.id)]
+            if r.previous_secret_ciphertext is not None and (
+                r.previous_secret_expires_at is not None and r.previous_secret_expires_at > now
+            ):
+                secrets.append(self.box.decrypt(r.previous_secret_ciphertext, associated=r.id))
+            out[r.id] = DeliverySpec(
+                schedule_id=r.id,
+                tenant_id=r.tenant_id,
+                name=r.name,
+                action=Action(r.action),
+                active=r.state == ScheduleState.ACTIVE.value,
+                deleted=r.deleted_at is not None,
+                target=None if r.target is None else Target(**r.target),
+                retry_policy=RetryPolicy(**r.retry_policy),
+                overlap_policy=OverlapPolicy(r.overlap_policy),
+                secrets=tuple(secrets),
+            )
+        return out
+
+    async def earlier_unfinished(self, candidates: Sequence[Run]) -> set[str]:
+        if not candidates:
+            return set()
+        r = runs.alias("r")
+        e = runs.alias("e")
+        earlier = (
+            sa.select(sa.literal(1))
+            .select_from(e)
+            .where(e.c.schedule_id == r.c.schedule_id)
+            .where(e.c.scheduled_for < r.c.scheduled_for)
+            .where(e.c.status.in_([s.value for s in _UNFINISHED]))
+            .where(e.c.id != r.c.id)
+        )
+        q = sa.select(r.c.id).where(r.c.id.in_([c.id for c in candidates])).where(earlier.exists())
+        return {row[0] for row in await self.conn.execute(q)}
+
+    async def lock_owned(self, leases: Sequence[tuple[str, str]]) -> set[str]:
+        if not leases:
+            return set()
+        wanted = dict(leases)
+        q = (
+            sa.select(runs.c.id, runs.c.lease_owner)
+            .where(runs.c.id.in_(sorted(wanted)))
+            .where(sa.text(LEASED_SQL))
+            .order_by(runs.c.id)
+            .with_for_update()
+        )
+        return {r.id for r in await self.conn.execute(q) if wanted.get(r.id) == r.lease_owner}
+
+    async def write_runs(self, changed: Sequence[Run]) -> None:
+        if not changed:
+            return
+        stmt = sa.update(runs).where(runs.c.id == sa.bindparam("b_id"))
+        await self.conn.execute(stmt, [_state_params(r) for r in changed])
+
+    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
+        if not attempts:
+            return
+        await self.conn.execute(sa.insert(delivery_attempts), [asdict(a) for a in attempts])
+
+    async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
+        if not schedule_ids:
+            return {}
+        q = (
+            sa.select(*_SCHEDULE_COLUMNS)
+            .where(schedules.c.id.in_(sorted(set(schedule_ids))))
+            .order_by(schedules.c.id)
+            .with_for_update()
+        )
+        return {s.id: s for s in (row_to_schedule(r) for r in await self.conn.execute(q))}
+
+    async def save_breaker(self, changed: Sequence[Schedule]) -> None:
+        if not changed:
+            return
+        stmt = sa.update(schedules).where(schedules.c.id == sa.bindparam("b_id"))
+        await self.conn.execute(
+            stmt,
+            [
+                {
+                    "b_id": s.id,
+                    "consecutive_failures": s.consecutive_failures,
+                    "state": s.state.value,
+                    "paused_reason": s.paused_reason,
+                    "next_run_at": s.next_run_at,
+                    "version": s.version,
+                    "updated_at": s.updated_at,
+                }
+                for s in changed
+            ],
+        )
+
+    async def add_events(self, events: Sequence[DomainEvent]) -> None:
+        if not events:
+            return
+        stmt = self._insert(outbox).on_conflict_do_nothing()
+        await self.conn.execute(stmt, [outbox_row(e) for e in events])
+
+    async def extend_leases(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
+        if not leases:
+            return 0
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.id == sa.bindparam("b_id"))
+            .where(runs.c.lease_owner == sa.bindparam("b_owner"))
+            .where(sa.text(LEASED_SQL))
+        )
+        await self.conn.execute(
+            stmt, [{"b_id": i, "b_owner": o, "lease_expires_at": until} for i, o in leases]
+        )
+        return len(leases)
+
+    async def next_run_due_at(self) -> datetime | None:
+        due = sa.select(sa.func.min(runs.c.next_attempt_at)).where(sa.text(DUE_STATUSES_SQL))
+        leased = sa.select(sa.func.min(runs.c.lease_expires_at)).where(sa.text(LEASED_SQL))
+        row = await self.conn.execute(sa.select(due.scalar_subquery(), leased.scalar_subquery()))
+        first, second = row.one()
+        found = [t for t in (_as_datetime(first), _as_datetime(second)) if t is not None]
+        return min(found) if found else None
+
+    async def count_due(self, now: datetime) -> int:
+        q = (
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(sa.text(DUE_STATUSES_SQL))
+            .where(runs.c.next_attempt_at <= now)
+        )
+        return int((await self.conn.execute(q)).scalar_one())
+
+    # ---- API -----------------------------------------------------------------------------
+
+    async def schedule_for_tenant(self, tenant_id: str, schedule_id: str) -> Schedule | None:
+        q = (
+            sa.select(*_SCHEDULE_COLUMNS)
+            .where(schedules.c.id == schedule_id)
+            .where(schedules.c.tenant_id == tenant_id)
+            .where(schedules.c.deleted_at.is_(None))
+        )
+        row = (await self.conn.execute(q)).first()
+        return None if row is None else row_to_schedule(row)
+
+    async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None:
+        q = (
+            sa.select(runs)
+            .where(runs.c.id == run_id)
+            .where(runs.c.schedule_id == schedule_id)
+            .where(runs.c.tenant_id == tenant_id)
+        )
+        row = (await self.conn.execute(q)).first()
+        return None if row is None else row_to_run(row)
+
+    async def list_runs(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None,
+        filters: RunPageFilter,
+    ) -> list[Run]:
+        q = sa.select(runs).where(runs.c.schedule_id == schedule_id)
+        q = q.where(runs.c.tenant_id == tenant_id)
+        if filters.status is not None:
+            q = q.where(runs.c.status == filters.status.value)
+        if filters.scheduled_from is not None:
+            q = q.where(runs.c.scheduled_for >= filters.scheduled_from)
+        if filters.scheduled_to is not None:
+            q = q.where(runs.c.scheduled_for < filters.scheduled_to)
+        if before is not None:
+            at, last_id = before
+            q = q.where(
+                sa.or_(
+                    runs.c.scheduled_for < at,
+                    sa.and_(runs.c.scheduled_for == at, runs.c.id < last_id),
+                )
+            )
+        q = q.order_by(runs.c.scheduled_for.desc(), runs.c.id.desc()).limit(limit)
+        return [row_to_run(r) for r in await self.conn.execute(q)]
+
+    async def attempts_of(self, run_id: str) -> list[Attempt]:
+        q = (
+            sa.select(delivery_attempts)
+            .where(delivery_attempts.c.run_id == run_id)
+            .order_by(delivery_attempts.c.number)
+        )
+        return [Attempt(**dict(r._mapping)) for r in await self.conn.execute(q)]
+
+    async def commit(self) -> None:
+        await self.conn.commit()
+
+
+_UNFINISHED = (RunStatus.PENDING, RunStatus.IN_PROGRESS, RunStatus.RETRYING)
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    """Aggregates (min) bypass the column type on SQLite: parse the stored text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return UTCDateTime().process_result_value(value, None)  # type: ignore[arg-type]
+    assert isinstance(value, datetime)
+    return UTCDateTime().process_result_value(value, None)  # type: ignore[arg-type]
+
+
+class SqlRunStore:
+    """`transaction()` opens one connection and one transaction; rolls back unless committed."""
+
+    def __init__(self, engine: AsyncEngine, box: SecretBox) -> None:
+        self.engine = engine
+        self.box = box
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqlRunTx]:
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            try:
+                yield SqlRunTx(conn, self.box)
+            finally:
+                if conn.in_transaction():
+                    await conn.rollback()

@@ -1,0 +1,402 @@
+"""The outbox relay (DESIGN §9): publishes unsent outbox rows to the bus, then marks them sent.
+
+One step reads up to `batch_size` unsent rows in id order, publishes them with ONE
+`Publisher.publish(batch)` (Kafka: acks=all; key = schedule id, so the bus keeps the order per
+schedule) and only then sets `sent_at` on exactly those ids. Consequences:
+
+- Broker down: `publish` raises, nothing is marked, the rows wait; the loop retries with bounded
+  exponential backoff (with jitter) and never drops a row.
+- Killed between publish and mark-sent: the next relay publishes the same rows again, with the
+  same event `id`s (at-least-once; consumers deduplicate by `id`).
+- Rows are marked by their ids, never by an id range: on PostgreSQL a lower id may commit after a
+  higher one was relayed, and a range would mark it sent unpublished.
+
+Replicas (PostgreSQL): one ACTIVE relay per database, chosen by a session-level advisory lock
+(`pg_try_advisory_lock`). The leader does all its reads and writes on the very connection that
+holds the lock, so it cannot keep relaying after losing it (a dropped connection fails the step
+and releases the lock at once); standbys retry every `standby_retry_seconds`. A single active
+relay keeps the order per key across replicas, which `FOR UPDATE SKIP LOCKED` claiming by several
+relays would not (two relays could publish two events of one schedule out of order).
+SQLite: one process, so every step simply runs in its own short transaction (the engine has one
+pooled connection, which this relay never holds while publishing).
+
+Order per schedule follows the outbox id (the commit order of the schedule's own writes, which
+are serialised by its row). Events of one schedule written by concurrent transactions that do not
+touch the schedule row may be relayed in commit order instead of id order.
+
+Sent rows are deleted after `retention_seconds`, in bounded batches, by the leader. Lag metrics
+(`scheduler_outbox_unsent`, `scheduler_outbox_oldest_unsent_age_seconds`) are refreshed by every
+replica, so whichever process is scraped shows the backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import zlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from eventbus import MAX_MESSAGE_BYTES, Message, Publisher, PublishError
+from scheduler.adapters.db.tables import outbox
+from scheduler.adapters.events.relay_metrics import RelayMetrics
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+# Advisory-lock key of the relay (any fixed bigint; advisory locks are per database).
+RELAY_LOCK_KEY = zlib.crc32(b"scheduler.outbox_relay")
+
+MAX_BATCH_SIZE = 10_000  # eventbus polls at most 10,000 records; one batch stays well in memory
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """Relay tuning; every value is bounded (see `__post_init__`)."""
+
+    # Rows per publish: ~500 envelopes of ~1 KiB fill a few Kafka produce requests.
+    batch_size: int = 500
+    # How long an idle relay waits for `wake()` before looking again.
+    poll_interval_seconds: float = 0.2
+    # Backoff after a failed step: initial * 2**(n-1), capped, with jitter in [50%, 100%].
+    retry_initial_seconds: float = 0.5
+    retry_max_seconds: float = 30.0
+    # Sent rows are kept this long (a consumer's audit trail, replays by hand), then deleted.
+    retention_seconds: float = 7 * 86_400
+    prune_interval_seconds: float = 60.0
+    prune_batch_size: int = 5_000
+    # How often the lag gauges are recomputed (one COUNT over the unsent partial index).
+    metrics_interval_seconds: float = 5.0
+    # How often a standby tries to take over the advisory lock.
+    standby_retry_seconds: float = 2.0
+    lock_key: int = RELAY_LOCK_KEY
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch_size must be 1..{MAX_BATCH_SIZE}")
+        if not 1 <= self.prune_batch_size <= 100_000:
+            raise ValueError("prune_batch_size must be 1..100000")
+        for name in (
+            "poll_interval_seconds",
+            "retry_initial_seconds",
+            "retry_max_seconds",
+            "prune_interval_seconds",
+            "metrics_interval_seconds",
+            "standby_retry_seconds",
+        ):
+            value = getattr(self, name)
+            if not 0 < value <= 3_600:
+                raise ValueError(f"{name} must be in (0, 3600], got {value}")
+        if self.retry_max_seconds < self.retry_initial_seconds:
+            raise ValueError("retry_max_seconds must be >= retry_initial_seconds")
+        if not 0 <= self.retention_seconds <= 366 * 86_400:
+            raise ValueError("retention_seconds must be 0..366 days")
+
+    def backoff_seconds(self, failures: int, rng: random.Random) -> float:
+        """Delay after `failures` consecutive failed steps (>= 1)."""
+        exponent = min(max(failures, 1) - 1, 30)
+        ceiling = min(self.retry_max_seconds, self.retry_initial_seconds * float(2**exponent))
+        return float(ceiling * rng.uniform(0.5, 1.0))
+
+
+@dataclass(frozen=True)
+class OutboxLag:
+    unsent: int
+    oldest_unsent_age_seconds: float
+
+
+class _Leadership:
+    """Who may relay. PostgreSQL: the holder of the advisory lock, working on the lock's own
+    connection. Other dialects (SQLite): always this process, one short transaction per step."""
+
+    def __init__(self, engine: AsyncEngine, lock_key: int) -> None:
+        self._engine = engine
+        self._lock_key = lock_key
+        self._exclusive = engine.dialect.name == "postgresql"
+        self._conn: AsyncConnection | None = None
+
+    @property
+    def held(self) -> bool:
+        return not self._exclusive or self._conn is not None
+
+    async def acquire(self) -> bool:
+        if self.held:
+            return True
+        conn = await self._engine.connect()
+        try:
+            got = await conn.scalar(sa.select(sa.func.pg_try_advisory_lock(self._lock_key)))
+            await conn.commit()
+        except BaseException:
+            await _discard(conn)
+            raise
+        if not got:
+            await conn.close()
+            return False
+        self._conn = conn
+        log.info("outbox relay: this process is now the active relay")
+        return True
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        if not self._exclusive:
+            async with self._engine.begin() as conn:
+                yield conn
+            return
+        if self._conn is None:
+            raise RuntimeError("outbox relay step without leadership")
+        async with self._conn.begin():
+            yield self._conn
+
+    async def release(self, *, clean: bool) -> None:
+        """Give up the lock. `clean=False` (after an error) closes the connection for good, so
+        the server drops the lock even if the connection is in an unknown state."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if not clean:
+            await _discard(conn)
+            return
+        try:
+            await conn.execute(sa.select(sa.func.pg_advisory_unlock(self._lock_key)))
+            await conn.commit()
+            await conn.close()
+        except Exception:
+            await _discard(conn)
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    """Close the underlying DBAPI connection instead of returning it (and any session lock on
+    it) to the pool."""
+    try:
+        await conn.invalidate()
+    except Exception:  # already broken: nothing more to release
+        log.debug("invalidate failed", exc_info=True)
+    try:
+        await conn.close()
+    except Exception:
+        log.debug("close failed", exc_info=True)
+
+
+class OutboxRelay:
+    """Publishes the outbox to `publisher`. `run()` loops until cancelled; the single-step
+    methods (`relay_batch`, `prune`, `refresh_metrics`) are what it calls, and tests call them
+    directly. The publisher's start/stop belongs to the caller (it is shared with the event
+    action)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        publisher: Publisher,
+        *,
+        clock: Clock,
+        config: RelayConfig | None = None,
+        registry: CollectorRegistry | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._engine = engine
+        self._publisher = publisher
+        self._clock = clock
+        self.config = config or RelayConfig()
+        self.metrics = RelayMetrics.for_registry(registry)
+        self._rng = rng or random.Random()
+        self._leadership = _Leadership(engine, self.config.lock_key)
+        self._wake = asyncio.Event()
+        self._last_prune: float | None = None
+        self._last_metrics: float | None = None
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Ask an idle relay to look now (e.g. after a commit that wrote outbox rows)."""
+        self._wake.set()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this relay may publish (always on SQLite)."""
+        return self._leadership.held
+
+    async def acquire_leadership(self) -> bool:
+        """True when this relay may publish (always on SQLite)."""
+        held = await self._leadership.acquire()
+        self.metrics.leader.set(1 if held else 0)
+        return held
+
+    async def release_leadership(self) -> None:
+        await self._leadership.release(clean=True)
+        self.metrics.leader.set(0)
+
+    async def relay_batch(self) -> int:
+        """Publish up to `batch_size` unsent rows and mark them sent; return how many rows were
+        handled (0: nothing to do, or not the leader). Raises PublishError (nothing marked) when
+        the bus does not acknowledge."""
+        if not await self.acquire_leadership():
+            return 0
+        async with self._leadership.transaction() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(
+                        outbox.c.id,
+                        outbox.c.event_id,
+                        outbox.c.topic,
+                        outbox.c.key,
+                        outbox.c.payload,
+                    )
+                    .where(outbox.c.sent_at.is_(None))
+                    .order_by(outbox.c.id)
+                    .limit(self.config.batch_size)
+                )
+            ).all()
+        if not rows:
+            return 0
+        messages: list[Message] = []
+        for row in rows:
+            value = row.payload.encode("utf-8")
+            if len(value) > MAX_MESSAGE_BYTES:
+                # The bus would refuse it forever and block every later event: set it aside.
+                log.error(
+                    "outbox event %s is %d bytes, over the bus limit of %d; not published",
+                    row.event_id,
+                    len(value),
+                    MAX_MESSAGE_BYTES,
+                )
+                self.metrics.rejected.inc()
+                continue
+            messages.append(Message(topic=row.topic, key=row.key, value=value))
+        try:
+            await self._publisher.publish(messages)
+        except PublishError:
+            self.metrics.publish_failures.inc()
+            raise
+        self.metrics.published.inc(len(messages))
+        ids = [row.id for row in rows]
+        now = self._clock()
+        async with self._leadership.transaction() as conn:
+            await conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(sent_at=now))
+        return len(rows)
+
+    async def drain(self, *, max_batches: int = 1_000) -> int:
+        """Relay batches until the outbox is empty (or `max_batches`); return the count."""
+        total = 0
+        for _ in range(max_batches):
+            published = await self.relay_batch()
+            total += published
+            if published < self.config.batch_size:
+                break
+        return total
+
+    async def prune(self) -> int:
+        """Delete sent rows older than the retention period, in bounded batches; return how
+        many were deleted. Only the leader prunes."""
+        if not await self.acquire_leadership():
+            return 0
+        cutoff = self._clock() - timedelta(seconds=self.config.retention_seconds)
+        total = 0
+        while True:
+            async with self._leadership.transaction() as conn:
+                doomed = (
+                    sa.select(outbox.c.id)
+                    .where(outbox.c.sent_at.is_not(None), outbox.c.sent_at < cutoff)
+                    .order_by(outbox.c.id)
+                    .limit(self.config.prune_batch_size)
+                    .scalar_subquery()
+                )
+                result = await conn.execute(sa.delete(outbox).where(outbox.c.id.in_(doomed)))
+            deleted = int(result.rowcount or 0)
+            total += deleted
+            if deleted < self.config.prune_batch_size:
+                break
+        if total:
+            self.metrics.pruned.inc(total)
+        return total
+
+    async def refresh_metrics(self) -> OutboxLag:
+        """Recompute the lag gauges from the database (any replica may do this)."""
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(sa.func.count(), sa.func.min(outbox.c.created_at)).where(
+                        outbox.c.sent_at.is_(None)
+                    )
+                )
+            ).one()
+        unsent = int(row[0])
+        oldest: datetime | None = row[1]
+        age = max(0.0, (self._clock() - oldest).total_seconds()) if oldest is not None else 0.0
+        self.metrics.unsent.set(unsent)
+        self.metrics.oldest_unsent_age.set(age)
+        return OutboxLag(unsent=unsent, oldest_unsent_age_seconds=age)
+
+    async def run(self) -> None:
+        """Relay until cancelled: publish while there is work, wait for `wake()` or the poll
+        interval when idle, back off after failures, prune and refresh metrics periodically."""
+        failures = 0
+        try:
+            while True:
+                try:
+                    if not await self.acquire_leadership():
+                        await self._periodic_metrics()
+                        await asyncio.sleep(self.config.standby_retry_seconds)
+                        continue
+                    published = await self.relay_batch()
+                    failures = 0
+                    await self._periodic_prune()
+                    await self._periodic_metrics()
+                except PublishError as exc:
+                    failures += 1
+                    # The lag gauges matter most during an outage: keep them current.
+                    await self._periodic_metrics_quietly()
+                    await self._back_off(failures, f"bus did not acknowledge: {exc}")
+                    continue
+                except Exception as exc:  # a database error or a bug: never kill the relay
+                    failures += 1
+                    await self._leadership.release(clean=False)
+                    self.metrics.leader.set(0)
+                    log.exception("outbox relay step failed")
+                    await self._back_off(failures, f"{type(exc).__name__}: {exc}")
+                    continue
+                if published < self.config.batch_size:
+                    await self._wait_for_work()
+        finally:
+            await asyncio.shield(self.release_leadership())
+
+    # -- loop helpers ---------------------------------------------------------------------------
+
+    async def _back_off(self, failures: int, reason: str) -> None:
+        delay = self.config.backoff_seconds(failures, self._rng)
+        log.warning("outbox relay: %s; retrying in %.2f s (failure %d)", reason, delay, failures)
+        await asyncio.sleep(delay)
+
+    async def _wait_for_work(self) -> None:
+        try:
+            async with asyncio.timeout(self.config.poll_interval_seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+        self._wake.clear()
+
+    async def _periodic_prune(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._last_prune is None or now - self._last_prune >= self.config.prune_interval_seconds:
+            self._last_prune = now
+            await self.prune()
+
+    async def _periodic_metrics_quietly(self) -> None:
+        try:
+            await self._periodic_metrics()
+        except Exception:
+            log.warning("outbox relay: could not refresh lag metrics", exc_info=True)
+
+    async def _periodic_metrics(self) -> None:
+        now = asyncio.get_running_loop().time()
+        due = self.config.metrics_interval_seconds
+        if self._last_metrics is None or now - self._last_metrics >= due:
+            self._last_metrics = now
+            await self.refresh_metrics()

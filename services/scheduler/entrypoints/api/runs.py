@@ -1,0 +1,202 @@
+"""/v1/schedules/{id}/trigger and /runs routes (DESIGN.md §5): trigger (202), run history with
+filters and a cursor, one run with its attempts in attempt order, replay (202).
+
+Dead letters are `GET /v1/schedules/{id}/runs?status=failed`. Another tenant's schedule or run
+answers 404 exactly like a missing one. `install_runs(app, ...)` mounts the router and the
+context it needs (the run store, the clock, and a wake-up for an in-process dispatcher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request
+from pydantic import BaseModel
+
+from authclient import Principal
+from authclient.fastapi import require
+from scheduler.domain.run import Attempt, Run, RunStatus
+from scheduler.entrypoints.api.schemas import Problem
+from scheduler.service_layer import runs as svc
+from scheduler.service_layer.errors import InvalidInput
+from scheduler.service_layer.run_ports import RunPageFilter, RunStore
+
+READ = "schedules:read"
+WRITE = "schedules:write"
+
+_problem = {"model": Problem, "content": {"application/problem+json": {}}}
+_errors: dict[int | str, dict[str, Any]] = {401: _problem, 403: _problem, 404: _problem}
+router = APIRouter(prefix="/v1/schedules", tags=["runs"], responses=_errors)
+
+IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
+RunIdPath = Annotated[str, Path(min_length=1, max_length=64, description="run id")]
+
+
+@dataclass
+class RunsApiContext:
+    store: RunStore
+    clock: Callable[[], datetime]
+    wake: Callable[[], None] | None = None
+
+
+def install_runs(
+    app: FastAPI,
+    store: RunStore,
+    clock: Callable[[], datetime],
+    wake: Callable[[], None] | None = None,
+) -> None:
+    app.state.runs_ctx = RunsApiContext(store, clock, wake)
+    app.include_router(router)
+
+
+def _ctx(request: Request) -> RunsApiContext:
+    ctx: RunsApiContext = request.app.state.runs_ctx
+    return ctx
+
+
+class ErrorOut(BaseModel):
+    kind: str
+    message: str | None
+
+
+class AttemptOut(BaseModel):
+    number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error: ErrorOut | None
+    response_excerpt: str | None
+
+
+class RunOut(BaseModel):
+    id: str
+    schedule_id: str
+    scheduled_for: datetime
+    trigger: Literal["schedule", "manual", "replay"]
+    status: Literal["pending", "in_progress", "retrying", "succeeded", "failed", "skipped"]
+    skip_reason: str | None
+    attempt_count: int
+    next_attempt_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunWithAttempts(RunOut):
+    attempts: list[AttemptOut]
+
+
+class RunList(BaseModel):
+    items: list[RunOut]
+    next_cursor: str | None
+
+
+def _utc(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.astimezone(UTC)
+
+
+def run_out(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "schedule_id": run.schedule_id,
+        "scheduled_for": _utc(run.scheduled_for),
+        "trigger": run.trigger.value,
+        "status": run.status.value,
+        "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
+        "attempt_count": run.attempt_count,
+        "next_attempt_at": _utc(run.next_attempt_at),
+        "started_at": _utc(run.started_at),
+        "finished_at": _utc(run.finished_at),
+    }
+
+
+def attempt_out(a: Attempt) -> dict[str, Any]:
+    return {
+        "number": a.number,
+        "started_at": _utc(a.started_at),
+        "duration_ms": a.duration_ms,
+        "status_code": a.status_code,
+        "error": None
+        if a.error_kind is None
+        else {"kind": a.error_kind, "message": a.error_message},
+        "response_excerpt": a.response_excerpt,
+    }
+
+
+@router.post("/{schedule_id}/trigger", status_code=202, response_model=RunOut)
+async def trigger(
+    request: Request,
+    schedule_id: IdPath,
+    principal: Principal = require(WRITE),
+) -> dict[str, Any]:
+    ctx = _ctx(request)
+    run = await svc.trigger_run(
+        ctx.store,
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        clock=ctx.clock,
+        wake=ctx.wake,
+    )
+    return run_out(run)
+
+
+@router.get("/{schedule_id}/runs", response_model=RunList)
+async def list_runs(
+    request: Request,
+    schedule_id: IdPath,
+    principal: Principal = require(READ),
+    status: RunStatus | None = None,
+    from_: Annotated[datetime | None, Query(alias="from")] = None,
+    to: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> dict[str, Any]:
+    for name, value in (("from", from_), ("to", to)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(name, "must carry a UTC offset (RFC 3339)")
+    page = await svc.list_runs(
+        _ctx(request).store,
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        limit=limit,
+        cursor=cursor,
+        filters=RunPageFilter(status=status, scheduled_from=from_, scheduled_to=to),
+    )
+    return {"items": [run_out(r) for r in page.items], "next_cursor": page.next_cursor}
+
+
+@router.get("/{schedule_id}/runs/{run_id}", response_model=RunWithAttempts)
+async def get_run(
+    request: Request,
+    schedule_id: IdPath,
+    run_id: RunIdPath,
+    principal: Principal = require(READ),
+) -> dict[str, Any]:
+    detail = await svc.get_run(
+        _ctx(request).store,
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        run_id=run_id,
+    )
+    return {**run_out(detail.run), "attempts": [attempt_out(a) for a in detail.attempts]}
+
+
+@router.post("/{schedule_id}/runs/{run_id}/replay", status_code=202, response_model=RunOut)
+async def replay(
+    request: Request,
+    schedule_id: IdPath,
+    run_id: RunIdPath,
+    principal: Principal = require(WRITE),
+) -> dict[str, Any]:
+    ctx = _ctx(request)
+    run = await svc.replay_run(
+        ctx.store,
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        run_id=run_id,
+        clock=ctx.clock,
+        wake=ctx.wake,
+    )
+    return run_out(run)

@@ -1,0 +1,80 @@
+"""`scheduler preview --cron EXPR --tz ZONE [--after ISO8601] [--count N]`.
+
+Prints exactly N occurrences strictly after `--after` (default: now), one per line, as local time
+with the offset (`2026-03-08T03:00:00-04:00`), streamed so large N stays fast. Invalid input
+(expression, zone, `--after`, `--count` outside 1..MAX_COUNT) exits 2 with one line on stderr.
+If the calendar ends (year 9999) before N occurrences, it prints what exists and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from itertools import islice
+from typing import NoReturn
+
+from scheduler.domain.expression import InvalidScheduleExpression
+from scheduler.domain.occurrences import Recurrence, format_occurrence
+
+DEFAULT_COUNT = 10
+# A bound on output: a million lines is ~26 MB and a few seconds; more is a mistake, not a preview.
+MAX_COUNT = 1_000_000
+_FLUSH_EVERY = 4096  # lines per write: large N is written in chunks, not line by line
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cron", required=True, help="five-field expression or @macro")
+    parser.add_argument("--tz", required=True, help="IANA time zone, e.g. Africa/Addis_Ababa")
+    parser.add_argument(
+        "--after",
+        help="ISO 8601 instant with an offset or Z (default: now); occurrences are strictly after",
+    )
+    parser.add_argument(
+        "--count",
+        default=str(DEFAULT_COUNT),
+        help=f"how many occurrences (1..{MAX_COUNT}, default {DEFAULT_COUNT})",
+    )
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"scheduler preview: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _parse_after(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        after = datetime.fromisoformat(text)
+    except ValueError:
+        _fail(f"--after: not an ISO 8601 date-time (token {text!r})")
+    if after.tzinfo is None:
+        _fail(f"--after: needs an offset or Z, e.g. 2026-03-08T00:00:00Z (token {text!r})")
+    return after
+
+
+def _parse_count(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_COUNT:
+        _fail(f"--count: must be a whole number from 1 to {MAX_COUNT} (token {text!r})")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        recurrence = Recurrence.parse(args.cron, args.tz)
+    except InvalidScheduleExpression as exc:
+        _fail(str(exc))
+    count = _parse_count(args.count)
+    after = _parse_after(args.after)
+    out = sys.stdout
+    lines: list[str] = []
+    for occurrence in islice(recurrence.iter_after(after), count):
+        lines.append(format_occurrence(occurrence))
+        if len(lines) >= _FLUSH_EVERY:
+            out.write("\n".join(lines) + "\n")
+            lines.clear()
+    if lines:
+        out.write("\n".join(lines) + "\n")
+    out.flush()
+    return 0

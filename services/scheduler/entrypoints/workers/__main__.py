@@ -1,0 +1,57 @@
+"""`python -m scheduler.entrypoints.workers`: the worker role alone (planner + dispatcher +
+/healthz, /readyz, /metrics), configured from the environment like `scheduler serve`. Tests use
+it as a real subprocess (SIGKILL, SIGTERM, replicas)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from datetime import timedelta
+
+from scheduler.bootstrap import bootstrap
+from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
+from scheduler.entrypoints.workers.serve import serve
+from scheduler.service_layer.dispatch_service import DispatchSettings
+from scheduler.service_layer.planning_service import PlanningSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scheduler.entrypoints.workers")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8090)
+    p.add_argument("--grace", type=float, default=10.0, help="seconds to finish in-flight runs")
+    p.add_argument("--concurrency", type=int, default=None)
+    p.add_argument("--lease", type=float, default=30.0, help="lease seconds of a claimed run")
+    p.add_argument("--lookahead", type=float, default=None, help="planner look-ahead seconds")
+    p.add_argument("--no-planner", action="store_true")
+    p.add_argument("--no-dispatcher", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def _main() -> None:
+        container = bootstrap()
+        s = container.settings
+        options = WorkerOptions(
+            dispatch=DispatchSettings(
+                concurrency=args.concurrency or s.dispatch_concurrency,
+                lease_seconds=args.lease,
+            ),
+            planning=PlanningSettings(
+                lookahead=timedelta(seconds=args.lookahead or s.planner_lookahead_seconds)
+            ),
+            planner=not args.no_planner,
+            dispatcher=not args.no_dispatcher,
+        )
+        runtime = WorkerRuntime(container, options=options)
+        try:
+            await serve(runtime, host=args.host, port=args.port, grace_seconds=args.grace)
+        finally:
+            await container.aclose()
+
+    asyncio.run(_main())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""The attempt of an `action=event` run: publish `schedule.triggered` and wait for the bus's
+acknowledgement (DESIGN §6, §9; ADR-0032 "two complementary paths").
+
+The run succeeds only when the broker acknowledges (Kafka acks=all) or the in-process bus takes
+the event; a bus failure is a retryable attempt (`error_kind="broker"`), so the run's retry policy
+applies as for a webhook. Every attempt of a run publishes the same event `id`
+(`evt_` + the run id's body), so a consumer that sees a retried publish twice can deduplicate.
+
+The event goes to the bus directly, not through the outbox: the outcome the run records IS the
+acknowledgement, and the run's own transaction records it afterwards.
+
+Envelope: `{"id", "type": "schedule.triggered", "tenant_id", "time", "schedule_id", "run_id",
+"scheduled_for", "data"}`, times in UTC with `+00:00` as the outbox's envelopes. `data` is the
+schedule's payload when it is a JSON object; `null` becomes `{}` and any other JSON value is
+wrapped as `{"payload": value}` (consumers may rely on `data` being an object).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from eventbus import EnvelopeError, Message, Publisher, PublishError, encode, envelope
+from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
+from scheduler.domain.run import AttemptOutcome
+
+SCHEDULE_TRIGGERED = "schedule.triggered"
+
+# Bound on one attempt (seconds). The Kafka publisher bounds itself too (request timeout + 5 s);
+# this also bounds any other Publisher.
+DEFAULT_TIMEOUT_SECONDS = 35.0
+
+ERROR_BROKER = "broker"  # not acknowledged: retryable
+ERROR_TIMEOUT = "timeout"  # no answer within the bound: retryable
+ERROR_EVENT_INVALID = "event_invalid"  # the bus can never take it (too large): not retryable
+
+
+def triggered_event_id(run_id: str) -> str:
+    """`run_01J9…` -> `evt_01J9…`: stable per run, distinct from every other event id."""
+    prefix, sep, body = run_id.partition("_")
+    if not sep or not prefix or not body:
+        raise ValueError(f"not a prefixed id: {run_id!r}")
+    return f"evt_{body}"
+
+
+def event_data(payload: Any) -> dict[str, Any]:
+    """The envelope's `data` for a schedule payload (always a JSON object)."""
+    if payload is None:
+        return {}
+    if isinstance(payload, dict):
+        return payload
+    return {"payload": payload}
+
+
+def triggered_message(
+    *,
+    run_id: str,
+    tenant_id: str,
+    schedule_id: str,
+    scheduled_for: datetime,
+    payload: Any,
+    now: datetime,
+) -> Message:
+    """The `schedule.triggered` message of a run, keyed by schedule id. Raises EnvelopeError when
+    the payload cannot be encoded within the bus's size limit."""
+    value = envelope(
+        id=triggered_event_id(run_id),
+        type=SCHEDULE_TRIGGERED,
+        tenant_id=tenant_id,
+        time=now.astimezone(UTC),
+        schedule_id=schedule_id,
+        run_id=run_id,
+        scheduled_for=scheduled_for.astimezone(UTC),
+        data=event_data(payload),
+    )
+    return Message(topic=SCHEDULE_EVENTS_TOPIC, key=schedule_id, value=encode(value))
+
+
+async def perform_event_action(
+    publisher: Publisher,
+    *,
+    run_id: str,
+    tenant_id: str,
+    schedule_id: str,
+    scheduled_for: datetime,
+    payload: Any,
+    now: datetime,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> AttemptOutcome:
+    """Publish the run's `schedule.triggered` and report the attempt.
+
+    ok=True only after the bus acknowledged. Bus failure or timeout: ok=False, retryable=True.
+    An event the bus can never take (over 1 MiB encoded): ok=False, retryable=False.
+    `now` is the attempt's start (the event's `time`); `monotonic` measures its duration.
+    """
+    began = monotonic()
+
+    def outcome(ok: bool, kind: str | None = None, message: str | None = None) -> AttemptOutcome:
+        return AttemptOutcome(
+            ok=ok,
+            started_at=now,
+            duration_ms=max(0, round((monotonic() - began) * 1000)),
+            error_kind=kind,
+            error_message=message,
+            retryable=kind in (ERROR_BROKER, ERROR_TIMEOUT),
+        )
+
+    try:
+        message = triggered_message(
+            run_id=run_id,
+            tenant_id=tenant_id,
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            payload=payload,
+            now=now,
+        )
+    except EnvelopeError as exc:
+        return outcome(False, ERROR_EVENT_INVALID, str(exc))
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            await publisher.publish([message])
+    except PublishError as exc:
+        return outcome(False, ERROR_BROKER, str(exc))
+    except TimeoutError:
+        return outcome(False, ERROR_TIMEOUT, f"not acknowledged within {timeout_seconds:g} s")
+    return outcome(True)

@@ -1,0 +1,124 @@
+"""Planning use case: turn due occurrences into run rows (DESIGN.md §6).
+
+One pass = one transaction over a batch of due schedules (`next_run_at <= now + lookahead`,
+active, live), locked so replicas share the work: decide each with `domain/planning.py`, insert
+the runs (planned duplicates ignored by the unique key) and advance `next_run_at`, all committed
+together. A crash before commit plans nothing; after commit, everything. `more_due` (a schedule
+with more occurrences than one pass materialises, or a full batch) makes the caller plan again
+at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache, partial
+
+from scheduler.domain.occurrences import Recurrence
+from scheduler.domain.planning import (
+    DEFAULT_MAX_PER_PASS,
+    DEFAULT_MISFIRE_GRACE,
+    PlanState,
+    plan_occurrences,
+)
+from scheduler.domain.policies import OverlapPolicy
+from scheduler.domain.run import Run, RunStatus
+from scheduler.service_layer.run_ports import NeverSuspended, RunStore, TenantStatus
+
+Clock = Callable[[], datetime]
+DEFAULT_BATCH = 500  # schedules per transaction: bounds lock time and statement size
+RECURRENCE_CACHE = 4096  # parsed expressions kept: parse once per schedule, never per run
+
+
+@lru_cache(maxsize=RECURRENCE_CACHE)
+def recurrence_of(cron: str, timezone: str) -> Recurrence:
+    return Recurrence.parse(cron, timezone)
+
+
+def _suspended(tenants: TenantStatus, tenant_id: str, instant: datetime) -> bool:
+    return tenants.suspended_at(tenant_id, instant)
+
+
+@dataclass(frozen=True)
+class PlanningReport:
+    schedules: int
+    """Schedules planned in this pass."""
+    runs_inserted: int
+    """New run rows (skipped ones included)."""
+    earliest_pending: datetime | None
+    """The earliest scheduled_for among new pending runs (to wake the dispatcher)."""
+    more_due: bool
+    """Plan again at once: the batch was full or a schedule has more occurrences due."""
+
+
+@dataclass
+class PlanningSettings:
+    lookahead: timedelta = timedelta(seconds=10)
+    misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE
+    batch: int = DEFAULT_BATCH
+    max_per_pass: int = DEFAULT_MAX_PER_PASS
+
+
+async def plan_due(
+    store: RunStore,
+    *,
+    now: datetime,
+    settings: PlanningSettings | None = None,
+    tenants: TenantStatus | None = None,
+) -> PlanningReport:
+    """One planning pass at `now`."""
+    cfg = settings or PlanningSettings()
+    tenant_status = tenants or NeverSuspended()
+    async with store.transaction() as tx:
+        due = await tx.lock_due_schedules(now + cfg.lookahead, cfg.batch)
+        if not due:
+            return PlanningReport(0, 0, None, False)
+        needs_overlap = [s.id for s in due if s.overlap_policy is OverlapPolicy.SKIP]
+        unfinished = await tx.unfinished_schedule_ids(needs_overlap)
+        new_runs: list[Run] = []
+        updates: list[tuple[str, datetime | None]] = []
+        more_due = len(due) >= cfg.batch
+        for s in due:
+            try:
+                recurrence = recurrence_of(s.cron, s.timezone)
+            except ValueError:
+                # A stored expression the engine now refuses: stop planning it (no runs),
+                # rather than failing every pass for every tenant.
+                updates.append((s.id, None))
+                continue
+            decision = plan_occurrences(
+                PlanState(
+                    next_run_at=s.next_run_at,
+                    misfire_policy=s.misfire_policy,
+                    overlap_policy=s.overlap_policy,
+                    previous_run_unfinished=s.id in unfinished,
+                ),
+                now=now,
+                next_after=recurrence.next_after,
+                lookahead=cfg.lookahead,
+                misfire_grace=cfg.misfire_grace,
+                max_per_pass=cfg.max_per_pass,
+                tenant_suspended_at=partial(_suspended, tenant_status, s.tenant_id),
+            )
+            for occurrence in decision.occurrences:
+                payload = s.payload if occurrence.status is RunStatus.PENDING else None
+                new_runs.append(
+                    occurrence.to_run(
+                        tenant_id=s.tenant_id, schedule_id=s.id, now=now, payload=payload
+                    )
+                )
+            updates.append((s.id, decision.next_run_at))
+            more_due = more_due or decision.more_due
+        inserted = await tx.insert_runs(new_runs)
+        await tx.set_next_run_at(updates)
+        await tx.commit()
+    pending = [r.scheduled_for for r in new_runs if r.status is RunStatus.PENDING]
+    return PlanningReport(len(due), inserted, min(pending) if pending else None, more_due)
+
+
+async def next_planning_at(store: RunStore, lookahead: timedelta) -> datetime | None:
+    """When the next pass has work: the earliest next_run_at minus the look-ahead."""
+    async with store.transaction() as tx:
+        due = await tx.next_schedule_due_at()
+    return None if due is None else due - lookahead

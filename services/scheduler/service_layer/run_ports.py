@@ -1,0 +1,196 @@
+"""Ports for the run workers and the runs API: one transactional store with set-based primitives.
+
+The hot path (plan, claim, settle) is batched: every primitive takes or returns many rows, so one
+transaction serves a whole group (one-row-per-transaction is 17-19x slower on PostgreSQL).
+
+Contract every implementation keeps:
+- `insert_runs` ignores a run whose (schedule_id, scheduled_for) is already planned (trigger
+  'schedule'): the unique key carries exactly-one-run-per-occurrence, its violation reads as
+  "already planned" and is not an error.
+- `lock_due_schedules` hands each due schedule to one planner at a time (PostgreSQL: FOR UPDATE
+  SKIP LOCKED; SQLite: one writer).
+- `claim_due` moves up to `limit` claimable runs to in_progress under `owner` until
+  `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); it is the SQL
+  twin of `Run.claim` (a pending run has next_attempt_at = scheduled_for, so never early).
+- `lock_owned` locks the given runs and returns the ids still in_progress under the named owner;
+  only those may be written (0 rows = LeaseLost, the write is dropped).
+- Nothing is visible to others before `commit()`; leaving the block without it rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from scheduler.domain.events import DomainEvent
+from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
+from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus
+from scheduler.domain.schedule import Schedule, Target
+
+
+@dataclass(frozen=True)
+class ScheduleToPlan:
+    """What the planner needs of one due schedule (locked for this transaction)."""
+
+    id: str
+    tenant_id: str
+    cron: str
+    timezone: str
+    misfire_policy: MisfirePolicy
+    overlap_policy: OverlapPolicy
+    next_run_at: datetime
+    payload: Any
+
+
+@dataclass(frozen=True)
+class DeliverySpec:
+    """What an attempt needs of the run's schedule, read when the run is claimed."""
+
+    schedule_id: str
+    tenant_id: str
+    name: str
+    action: Action
+    active: bool
+    deleted: bool
+    target: Target | None
+    retry_policy: RetryPolicy
+    overlap_policy: OverlapPolicy
+    secrets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunPageFilter:
+    status: RunStatus | None = None
+    scheduled_from: datetime | None = None
+    scheduled_to: datetime | None = None
+
+
+class RunTx(Protocol):
+    # ---- planner -------------------------------------------------------------------------
+    async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]: ...
+
+    async def unfinished_schedule_ids(self, schedule_ids: Sequence[str]) -> set[str]:
+        """Those of the schedules whose some run is pending, in_progress or retrying."""
+        ...
+
+    async def insert_runs(self, runs: Sequence[Run]) -> int:
+        """Insert; planned duplicates are ignored. Returns how many rows were new."""
+        ...
+
+    async def set_next_run_at(self, updates: Sequence[tuple[str, datetime | None]]) -> None: ...
+
+    async def next_schedule_due_at(self) -> datetime | None:
+        """The earliest next_run_at of an active, live schedule."""
+        ...
+
+    # ---- dispatcher ----------------------------------------------------------------------
+    async def claim_due(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Run]: ...
+
+    async def delivery_specs(
+        self, schedule_ids: Sequence[str], now: datetime
+    ) -> dict[str, DeliverySpec]: ...
+
+    async def earlier_unfinished(self, runs: Sequence[Run]) -> set[str]:
+        """Ids of those runs whose schedule has an unfinished run planned before them."""
+        ...
+
+    async def lock_owned(self, leases: Sequence[tuple[str, str]]) -> set[str]: ...
+
+    async def write_runs(self, runs: Sequence[Run]) -> None:
+        """Store the runs' state columns (status, attempts, times, lease)."""
+        ...
+
+    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None: ...
+
+    async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
+        """Live or deleted schedules by id, locked (ordered by id, so no deadlock)."""
+        ...
+
+    async def save_breaker(self, schedules: Sequence[Schedule]) -> None:
+        """Store consecutive_failures, state, paused_reason, next_run_at, version, updated_at."""
+        ...
+
+    async def add_events(self, events: Sequence[DomainEvent]) -> None: ...
+
+    async def extend_leases(self, leases: Sequence[tuple[str, str]], until: datetime) -> int: ...
+
+    async def next_run_due_at(self) -> datetime | None:
+        """The earliest instant a run becomes claimable (due time or lease expiry)."""
+        ...
+
+    async def count_due(self, now: datetime) -> int: ...
+
+    # ---- API -----------------------------------------------------------------------------
+    async def schedule_for_tenant(self, tenant_id: str, schedule_id: str) -> Schedule | None: ...
+
+    async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None: ...
+
+    async def list_runs(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None,
+        filters: RunPageFilter,
+    ) -> list[Run]:
+        """Newest first by (scheduled_for, id), strictly before `before`."""
+        ...
+
+    async def attempts_of(self, run_id: str) -> list[Attempt]: ...
+
+    async def commit(self) -> None: ...
+
+
+class RunStore(Protocol):
+    def transaction(self) -> AbstractAsyncContextManager[RunTx]: ...
+
+
+class TenantStatus(Protocol):
+    """The suspension projection (DESIGN §6): was the tenant suspended at `instant`?"""
+
+    def suspended_at(self, tenant_id: str, instant: datetime) -> bool: ...
+
+
+class NeverSuspended:
+    """Until the tenants step feeds platform-events in: no tenant is ever suspended."""
+
+    def suspended_at(self, tenant_id: str, instant: datetime) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What performing a run's action produced: the attempt's outcome, plus events to write
+    in the run's transaction (the event action's schedule.triggered)."""
+
+    outcome: AttemptOutcome
+    events: tuple[DomainEvent, ...] = ()
+
+
+class ActionPerformer(Protocol):
+    """Performs one attempt of a run's action. Never raises for delivery failures."""
+
+    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult: ...
+
+    def concurrency_key(self, spec: DeliverySpec) -> str:
+        """Runs with the same key share a per-key limit (webhook: the target's host:port)."""
+        ...
+
+
+__all__ = [
+    "ActionPerformer",
+    "ActionResult",
+    "DeliverySpec",
+    "NeverSuspended",
+    "RunPageFilter",
+    "RunStore",
+    "RunTx",
+    "ScheduleToPlan",
+    "TenantStatus",
+]

@@ -1,0 +1,127 @@
+"""Run use cases for the API: trigger, replay, history, one run with its attempts.
+
+Tenant isolation: every lookup names the tenant; another tenant's schedule or run is NotFound,
+exactly like a missing one. A deleted schedule is NotFound too (its runs stay until retention,
+but are not listed through a schedule that no longer exists).
+Dead letters are the failed runs: `list_runs(..., status=failed)`; replaying one makes a new run
+(trigger `replay`) with the same payload, delivered under a new X-Webhook-Id (a new run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduler.domain.run import Attempt, Run, Trigger
+from scheduler.service_layer.cursor import decode_cursor, encode_cursor
+from scheduler.service_layer.errors import InvalidInput, NotFound
+from scheduler.service_layer.run_ports import RunPageFilter, RunStore
+
+Clock = Callable[[], datetime]
+Wake = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class RunPage:
+    items: list[Run]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    attempts: list[Attempt]
+
+
+async def trigger_run(
+    store: RunStore, *, tenant_id: str, schedule_id: str, clock: Clock, wake: Wake | None = None
+) -> Run:
+    """Run now, outside the plan (a paused schedule may be triggered: the tenant asked)."""
+    async with store.transaction() as tx:
+        schedule = await tx.schedule_for_tenant(tenant_id, schedule_id)
+        if schedule is None:
+            raise NotFound("schedule", schedule_id)
+        now = clock()
+        run = Run.planned(
+            tenant_id=tenant_id,
+            schedule_id=schedule_id,
+            scheduled_for=now,
+            now=now,
+            trigger=Trigger.MANUAL,
+            payload=schedule.payload,
+        )
+        await tx.insert_runs([run])
+        await tx.commit()
+    if wake is not None:
+        wake()
+    return run
+
+
+async def replay_run(
+    store: RunStore,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    run_id: str,
+    clock: Clock,
+    wake: Wake | None = None,
+) -> Run:
+    """A new run with the replayed run's payload."""
+    async with store.transaction() as tx:
+        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+            raise NotFound("schedule", schedule_id)
+        original = await tx.get_run(tenant_id, schedule_id, run_id)
+        if original is None:
+            raise NotFound("run", run_id)
+        now = clock()
+        run = Run.planned(
+            tenant_id=tenant_id,
+            schedule_id=schedule_id,
+            scheduled_for=now,
+            now=now,
+            trigger=Trigger.REPLAY,
+            payload=original.payload,
+        )
+        await tx.insert_runs([run])
+        await tx.commit()
+    if wake is not None:
+        wake()
+    return run
+
+
+async def list_runs(
+    store: RunStore,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    limit: int,
+    cursor: str | None,
+    filters: RunPageFilter,
+) -> RunPage:
+    """Newest first by (scheduled_for, id); the cursor is the last item's key."""
+    start, end = filters.scheduled_from, filters.scheduled_to
+    if start is not None and end is not None and start > end:
+        raise InvalidInput("from", "must not be after 'to'")
+    before = decode_cursor(cursor) if cursor else None
+    async with store.transaction() as tx:
+        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+            raise NotFound("schedule", schedule_id)
+        rows = await tx.list_runs(
+            tenant_id, schedule_id, limit=limit + 1, before=before, filters=filters
+        )
+    items = rows[:limit]
+    more = len(rows) > limit
+    next_cursor = encode_cursor(items[-1].scheduled_for, items[-1].id) if more and items else None
+    return RunPage(items, next_cursor)
+
+
+async def get_run(store: RunStore, *, tenant_id: str, schedule_id: str, run_id: str) -> RunDetail:
+    async with store.transaction() as tx:
+        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+            raise NotFound("schedule", schedule_id)
+        run = await tx.get_run(tenant_id, schedule_id, run_id)
+        if run is None:
+            raise NotFound("run", run_id)
+        attempts = await tx.attempts_of(run.id)
+    return RunDetail(run, attempts)

@@ -1,0 +1,106 @@
+"""Endpoint health: an endpoint failing continuously for 5 days (and at least 3 attempts) is
+disabled and the tenant alerted in-app and by email; a success resets the streak."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from typing import Any
+
+from tests.notification.conftest import Harness, Receiver, token
+from tests.notification.events import publish, schedule_event
+from tests.notification.test_fanout_delivery import subscribe
+
+
+async def deliver_one(h: Harness, event_type: str = "schedule.run.failed") -> None:
+    _, raw = schedule_event("t1", event_type)
+    await publish(h.bus, "schedule-events", raw)
+    await h.app.events.run_once()
+    assert await h.app.container.dispatcher.run_once() == 1
+
+
+async def sub_state(h: Harness, sub_id: str) -> dict[str, Any]:
+    resp = await h.client.get(f"/v1/subscriptions/{sub_id}", headers=token("t1"))
+    return resp.json()  # type: ignore[no-any-return]
+
+
+async def test_five_days_of_failure_disables_and_alerts(
+    make_harness: Any, db_url: str, receiver: Receiver
+) -> None:
+    # One attempt per delivery, so every delivery is a dead letter at once.
+    h: Harness = await make_harness(db_url, retry_max_attempts=1)
+    await h.client.put(
+        "/v1/alert-contacts", json={"emails": ["ops@example.com"]}, headers=token("t1")
+    )
+    sub = await subscribe(h, receiver.url, description="billing hook")
+    receiver.statuses = [500] * 10
+
+    await deliver_one(h)  # failing since day 0
+    h.clock.advance(days=3)
+    await deliver_one(h)
+    h.clock.advance(days=2, seconds=-1)
+    await deliver_one(h)  # 3 failures, but 1 s short of 5 days
+    assert (await sub_state(h, sub["id"]))["enabled"] is True
+    h.clock.advance(seconds=1)
+    await deliver_one(h)  # 5 days of continuous failure
+    state = await sub_state(h, sub["id"])
+    assert state["enabled"] is False
+    assert state["disabled_reason"] == "endpoint_failing"
+
+    # A disabled endpoint receives nothing more; its deliveries wait for re-enabling.
+    before = len(receiver.requests)
+    _, raw = schedule_event("t1", "schedule.run.failed")
+    await publish(h.bus, "schedule-events", raw)
+    await h.app.events.run_once()
+    assert await h.app.container.dispatcher.run_once() == 0
+    assert len(receiver.requests) == before
+
+    inbox = (await h.client.get("/v1/notifications/", headers=token("t1"))).json()["items"]
+    assert [n["template"] for n in inbox] == ["endpoint_disabled"]
+    assert receiver.url in inbox[0]["title"]
+    await h.app.container.alerts.send_due_emails(h.app.container.mailer)
+    [eml] = list((h.settings.var_dir / "mail").glob("*.eml"))
+    parsed = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
+    assert "disabled" in parsed["Subject"]
+    assert parsed["To"] == "ops@example.com"
+
+
+async def test_a_success_resets_the_streak(
+    make_harness: Any, sqlite_url: str, receiver: Receiver
+) -> None:
+    h: Harness = await make_harness(sqlite_url, retry_max_attempts=1)
+    sub = await subscribe(h, receiver.url)
+    receiver.statuses = [500, 500, 200, 500, 500, 500]
+    await deliver_one(h)
+    h.clock.advance(days=2)
+    await deliver_one(h)
+    await deliver_one(h)  # success: streak cleared
+    h.clock.advance(days=3, seconds=1)  # 5 days after the first failure
+    await deliver_one(h)
+    await deliver_one(h)
+    await deliver_one(h)
+    assert (await sub_state(h, sub["id"]))["enabled"] is True
+    assert (await h.client.get("/v1/notifications/", headers=token("t1"))).json()["items"] == []
+
+
+async def test_reenabling_restarts_the_streak(
+    make_harness: Any, sqlite_url: str, receiver: Receiver
+) -> None:
+    h: Harness = await make_harness(
+        sqlite_url, retry_max_attempts=1, endpoint_disable_min_failures=1
+    )
+    sub = await subscribe(h, receiver.url)
+    receiver.statuses = [500] * 5
+    await deliver_one(h)
+    h.clock.advance(days=5)
+    await deliver_one(h)
+    assert (await sub_state(h, sub["id"]))["enabled"] is False
+    resp = await h.client.patch(
+        f"/v1/subscriptions/{sub['id']}", json={"enabled": True}, headers=token("t1")
+    )
+    assert resp.json()["enabled"] is True
+    assert resp.json()["disabled_reason"] is None
+    # The streak starts again: one failure right after re-enabling does not re-disable.
+    receiver.statuses = [500]
+    await deliver_one(h)
+    assert (await sub_state(h, sub["id"]))["enabled"] is True

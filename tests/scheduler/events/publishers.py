@@ -1,0 +1,58 @@
+"""Publisher wrappers that model failures around a real publisher (no mocks of the bus itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eventbus import Message, Publisher, PublishError, Record
+
+
+class RelayKilled(Exception):
+    """Stands for the relay process dying right after the bus acknowledged a batch."""
+
+
+class CrashAfterPublish:
+    """Publishes for real, then "dies" before the relay can mark the rows sent."""
+
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        await self.inner.publish(messages)
+        raise RelayKilled("killed between publish and mark-sent")
+
+
+class FailingFirst:
+    """Refuses the first `failures` batches (a bus that is down), then publishes for real."""
+
+    def __init__(self, inner: Publisher, failures: int) -> None:
+        self.inner = inner
+        self.remaining = failures
+        self.refused = 0
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        if self.remaining > 0:
+            self.remaining -= 1
+            self.refused += 1
+            raise PublishError("bus unavailable (test)")
+        await self.inner.publish(messages)
+
+
+def by_key(records: Sequence[Record]) -> dict[str | None, list[Record]]:
+    """Records grouped by key, each group in consumption order."""
+    groups: dict[str | None, list[Record]] = {}
+    for record in records:
+        groups.setdefault(record.key, []).append(record)
+    return groups

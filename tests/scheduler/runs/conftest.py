@@ -1,0 +1,137 @@
+"""Fixtures for the run tests: a migrated database (SQLite and PostgreSQL), a container with a
+settable clock, the SQL run store, a loopback receiver and a schedule factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from authclient import AuthSettings
+from pydantic import SecretStr
+
+from scheduler.adapters.db.migrate import upgrade
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.bootstrap import Container, bootstrap
+from scheduler.config import SchedulerSettings
+from scheduler.domain.policies import (
+    Action,
+    BreakerPolicy,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+)
+from scheduler.domain.schedule import Schedule, Target
+from scheduler.service_layer import schedules as schedule_svc
+from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
+from tests.scheduler.conftest import HS256_KEY, SECRET_KEY
+from tests.scheduler.runs.receiver import Receiver
+
+T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
+SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAwMA=="
+
+
+class ManualClock:
+    """Returns `now` until moved; never reads the wall clock."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> datetime:
+        self.now += timedelta(**kw)
+        return self.now
+
+    def set(self, when: datetime) -> None:
+        self.now = when
+
+
+def make_settings(url: str, **overrides: Any) -> SchedulerSettings:
+    return SchedulerSettings(
+        database_url=url,
+        secret_key=SecretStr(SECRET_KEY),
+        auth_hs256_key=SecretStr(HS256_KEY),
+        webhook_allow_private_networks=True,
+        **overrides,
+    )
+
+
+def make_container(url: str, clock: Any) -> Container:
+    return bootstrap(
+        make_settings(url),
+        clock=clock,
+        auth_settings=AuthSettings(AUTH_HS256_KEY=SecretStr(HS256_KEY)),
+        new_secret=lambda: SECRET,
+    )
+
+
+@pytest.fixture
+def mclock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def container(database_url: str, mclock: ManualClock) -> AsyncIterator[Container]:
+    await upgrade(database_url)
+    c = make_container(database_url, mclock)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+def store(container: Container) -> SqlRunStore:
+    return SqlRunStore(container.engine, container.secret_box)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = Receiver()
+    await r.start()
+    yield r
+    await r.stop()
+
+
+async def add_schedule(
+    container: Container,
+    url: str | None,
+    *,
+    tenant: str = "tenant-a",
+    cron: str = "* * * * *",
+    name: str = "every-minute",
+    payload: Any = None,
+    max_attempts: int = 3,
+    initial_backoff: float = 10.0,
+    threshold: int = 5,
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE,
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW,
+    timeout_seconds: int = 10,
+    action: Action = Action.WEBHOOK,
+) -> Schedule:
+    spec = ScheduleSpec(
+        name=name,
+        cron=cron,
+        timezone="UTC",
+        action=action,
+        target=None if url is None else Target(url=url, timeout_seconds=timeout_seconds),
+        payload={"job": name} if payload is None else payload,
+        retry_policy=RetryPolicy(
+            max_attempts=max_attempts,
+            initial_backoff_seconds=initial_backoff,
+            max_backoff_seconds=max(initial_backoff, 60.0),
+        ),
+        misfire_policy=misfire,
+        overlap_policy=overlap,
+        breaker=BreakerPolicy(failure_threshold=threshold),
+    )
+    created = await schedule_svc.create_schedule(
+        container.uow_factory(),
+        spec,
+        tenant_id=tenant,
+        clock=container.clock,
+        new_secret=container.new_secret,
+        limits=TenantLimits(max_schedules=100_000, min_interval_seconds=60),
+    )
+    return created.schedule
