@@ -8,22 +8,24 @@ fold=1 one - that inversion is how a skipped wall time is recognised). The rules
 - Day rule (cronie `entry.c`, DOM_STAR/DOW_STAR): when the day-of-month or day-of-week field
   begins with `*` both must match, otherwise either may (the Vixie OR rule).
 - *Wildcard* schedules (minute or hour field begins with `*`) fire at every instant whose wall
-  time matches: twice in a repeated (fall-back) interval, never in a skipped one. This is cronie's
-  "wildcard jobs run on every virtual minute" treatment of clock changes (`cron.c`, find_jobs with
-  doWild).
+  time matches: twice in a repeated (fall-back) interval, never in a skipped one (DESIGN.md; the
+  wall clock simply never shows those minutes).
 - *Fixed* schedules fire at the first instant of each matching wall time (a repeated wall time
-  fires once, on its first pass: cronie's "fixed-time jobs that have run already are not run
-  again"), and, for each forward transition that skipped at least one matching wall time, once at
-  the transition instant itself (cronie runs skipped fixed-time jobs "once, at the new time").
-- Occurrences are strictly after `after`, increasing, at most one per instant.
+  fires once, on its first pass: cronie `cron.c`, clock jumped backward, "fixed-time jobs that
+  have run already are not run again"), and, for each forward transition that skipped at least
+  one matching wall time, once at the transition instant itself (cronie, clock jumped forward:
+  "run any fixed-time jobs that would otherwise be skipped"), however many it skipped.
+- Occurrences are strictly after `after`, increasing, at most one per instant. Returned
+  datetimes carry `tzinfo=ZoneInfo(zone)` and `fold=1` on a second pass.
 
-Speed: the expression is parsed once. Candidate days are found month by month (a per-month list of
-matching days), candidate minutes come from one sorted per-day list, so a sparse schedule such as
-`0 0 29 2 1` costs a few month look-ups, never a minute-by-minute scan. A day whose wall midnight
-and next wall midnight have the same, unambiguous offset maps all its minutes with one
-subtraction; only days that contain a transition use the per-minute fold logic. This relies on
-no zone changing its offset and back within one day, which holds for all of tzdata since 1900
-(the closest pair of reversing transitions is four days apart: Africa/Freetown, 1939).
+Speed: the expression is parsed once. Candidate days are found month by month (a cached
+per-month tuple of matching days), candidate minutes come from one sorted per-day list, so a
+sparse schedule such as `0 0 29 2 1` costs a few month look-ups, never a minute-by-minute scan.
+A day far (> _SPAN_MARGIN) from any offset transition maps all its minutes with one subtraction;
+only days near a transition use the per-minute fold logic above. Transitions come from a cached
+per-zone, per-decade table built by probing the offset once a day (zoneinfo exposes no
+transition list); see the constants below for what that relies on, and
+tests/scheduler/domain/test_occurrences_tzdata.py for the check against tzdata itself.
 
 Historical local mean time offsets with seconds (before ~1970 in most zones) are handled, but
 their occurrences are at whole *local* minutes, so the instants are not whole UTC minutes.

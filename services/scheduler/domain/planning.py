@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
@@ -143,6 +143,9 @@ def plan_occurrences(
     Raises ValueError if `next_after` does not move strictly forward.
     """
     _aware("now", now)
+    # Compare instants in UTC only: Python compares two datetimes that share a tzinfo by wall time
+    # and ignores `fold`, so in a repeated (fall-back) hour the second pass would look earlier.
+    now = now.astimezone(UTC)
     if not timedelta(0) <= lookahead <= MAX_LOOKAHEAD:
         raise ValueError(f"lookahead must be between 0 and {MAX_LOOKAHEAD}")
     if misfire_grace < timedelta(0):
@@ -162,10 +165,12 @@ def plan_occurrences(
     t = state.next_run_at
     if t is not None:
         _aware("next_run_at", t)
+        t = t.astimezone(UTC)
     while t is not None and t <= horizon and len(out) < max_per_pass:
         nxt = next_after(t)
         if nxt is not None:
             _aware("next_after(...)", nxt)
+            nxt = nxt.astimezone(UTC)
             if nxt <= t:
                 raise ValueError(f"next_after({t.isoformat()}) returned {nxt.isoformat()}")
 

@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from authclient import AuthSettings
-from scheduler.adapters.db.migrate import upgrade
 from scheduler.bootstrap import Container, bootstrap
 from scheduler.config import SchedulerSettings
 from scheduler.entrypoints.api.app import app_from_container
@@ -35,7 +34,6 @@ def make_container(url: str, clock: StepClock, **overrides: object) -> Container
 
 @pytest.fixture
 async def container(database_url: str, clock: StepClock) -> AsyncIterator[Container]:
-    await upgrade(database_url)
     c = make_container(database_url, clock)
     yield c
     await c.aclose()

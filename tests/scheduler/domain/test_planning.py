@@ -328,3 +328,30 @@ def test_misfire_policy_over_bounded_passes(
     on_time = [r for r in rows if now - r[0] <= GRACE]
     assert on_time
     assert all(r[1] is RunStatus.PENDING for r in on_time)
+
+
+def test_fall_back_second_pass_is_later_not_earlier() -> None:
+    """Engine datetimes carry the zone; in a repeated hour the second pass (fold=1) compares as
+    earlier by wall time. Planning orders by instant, so a wildcard schedule plans both passes."""
+    from scheduler.domain.occurrences import Recurrence
+
+    rec = Recurrence.parse("*/30 * * * *", "America/New_York")
+    start = datetime(2026, 11, 1, 5, 0, tzinfo=UTC)  # 01:00 EDT, first pass of the repeated hour
+    first = rec.next_after(start - timedelta(minutes=1))
+    assert first is not None
+    decision = plan_occurrences(
+        PlanState(next_run_at=first, misfire_policy=MisfirePolicy.FIRE_ALL),
+        now=datetime(2026, 11, 1, 7, 0, tzinfo=UTC),
+        next_after=rec.next_after,
+        misfire_grace=timedelta(days=1),
+    )
+    instants = [o.scheduled_for for o in decision.occurrences]
+    assert instants == sorted(instants)
+    # 01:00, 01:30 EDT, 01:00, 01:30 EST, 02:00 EST = 05:00..07:00 UTC every 30 minutes
+    assert [i.astimezone(UTC).strftime("%H:%M") for i in instants] == [
+        "05:00",
+        "05:30",
+        "06:00",
+        "06:30",
+        "07:00",
+    ]

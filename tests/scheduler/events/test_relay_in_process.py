@@ -65,7 +65,9 @@ async def test_every_row_is_published_once_with_its_envelope_key_and_order(store
         assert record.key == event["schedule_id"]
         assert event["id"].startswith("evt_")
         assert event["tenant_id"] == "tenant-a"
-    types = {key: [decode(r.value)["type"] for r in group] for key, group in by_key(records).items()}
+    types = {
+        key: [decode(r.value)["type"] for r in group] for key, group in by_key(records).items()
+    }
     assert types[ids[1]] == ["schedule.created", "schedule.paused", "schedule.resumed"]
     assert types[ids[0]] == ["schedule.created"]
 
@@ -119,7 +121,8 @@ async def test_killed_between_publish_and_mark_sent_republishes_the_same_ids(sto
 
     records = await consume(bus, 10)
     ids = [decode(r.value)["id"] for r in records]
-    assert len(ids) == 10 and set(ids) == expected  # each event exactly twice ...
+    assert len(ids) == 10
+    assert set(ids) == expected
     seen = SeenIds()
     assert {i for i in ids if seen.add(i)} == expected  # ... and the id makes it detectable
     assert sum(seen.add(i) for i in ids) == 0

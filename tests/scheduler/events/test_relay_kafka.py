@@ -48,9 +48,7 @@ async def test_events_arrive_with_envelope_key_and_order_per_schedule(
     records = await read_exactly(tansu_broker.bootstrap, 30)
     assert len(records) == 30
     assert {r.value.decode() for r in records} == {row.payload for row in rows}
-    outbox_order = {
-        key: [row.event_id for row in rows if row.key == key] for key in ids
-    }
+    outbox_order = {key: [row.event_id for row in rows if row.key == key] for key in ids}
     for key, group in by_key(records).items():
         assert key in outbox_order
         assert len({r.partition for r in group}) == 1  # one key, one partition

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY
 from tests.scheduler.runs.receiver import Receiver
+from tests.support.pg import fresh_postgres_database
 
 T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAwMA=="
@@ -68,6 +70,22 @@ def make_container(url: str, clock: Any) -> Container:
     )
 
 
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, migrated database per test (own fixture: the run tests also hand the URL to
+    worker subprocesses, so they never share a database with another test)."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'scheduler.db'}"
+        await upgrade(url)
+        yield url
+    else:
+        async with fresh_postgres_database("runs") as url:
+            await upgrade(url)
+            yield url
+
+
 @pytest.fixture
 def mclock() -> ManualClock:
     return ManualClock()
@@ -75,7 +93,6 @@ def mclock() -> ManualClock:
 
 @pytest.fixture
 async def container(database_url: str, mclock: ManualClock) -> AsyncIterator[Container]:
-    await upgrade(database_url)
     c = make_container(database_url, mclock)
     yield c
     await c.aclose()

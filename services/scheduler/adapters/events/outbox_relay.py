@@ -35,10 +35,11 @@ import asyncio
 import logging
 import random
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
@@ -211,6 +212,9 @@ class OutboxRelay:
         self._wake = asyncio.Event()
         self._last_prune: float | None = None
         self._last_metrics: float | None = None
+        # A pass of the loop drains at most this many batches, then prunes and refreshes
+        # metrics if due (so a long backlog does not starve them).
+        self._batches_per_pass = 100
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -234,28 +238,73 @@ class OutboxRelay:
         self.metrics.leader.set(0)
 
     async def relay_batch(self) -> int:
-        """Publish up to `batch_size` unsent rows and mark them sent; return how many rows were
-        handled (0: nothing to do, or not the leader). Raises PublishError (nothing marked) when
-        the bus does not acknowledge."""
+        """One step: publish up to `batch_size` unsent rows and mark them sent; return how many
+        rows were handled (0: nothing to do, or not the leader). Raises PublishError (nothing
+        marked) when the bus does not acknowledge."""
         if not await self.acquire_leadership():
             return 0
-        async with self._leadership.transaction() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(
-                        outbox.c.id,
-                        outbox.c.event_id,
-                        outbox.c.topic,
-                        outbox.c.key,
-                        outbox.c.payload,
-                    )
-                    .where(outbox.c.sent_at.is_(None))
-                    .order_by(outbox.c.id)
-                    .limit(self.config.batch_size)
-                )
-            ).all()
-        if not rows:
+        rows = await self._read_unsent(after_id=None)
+        if rows:
+            await self._publish(rows)
+            await self._mark_sent([row.id for row in rows])
+        return len(rows)
+
+    async def drain(self, *, max_batches: int = 1_000) -> int:
+        """Relay until a read finds less than a full batch (or `max_batches` were read); return
+        how many rows were handled. Pipelined: while batch k is being marked sent (on a pooled
+        connection), batch k+1 is read and published; a batch is published only after the
+        previous one was acknowledged, so the order per key holds. Rows of batch k are excluded
+        from the next read by id (`id > last id of k`); a lower id that commits late is found
+        by the next drain, which starts from the lowest unsent id again."""
+        if not await self.acquire_leadership():
             return 0
+        total = 0
+        marking: asyncio.Task[None] | None = None
+        prefetch: asyncio.Task[Sequence[Any]] | None = None
+        try:
+            rows = await self._read_unsent(after_id=None)
+            for batch_number in range(1, max_batches + 1):
+                if not rows:
+                    break
+                full = len(rows) == self.config.batch_size
+                if full and batch_number < max_batches:
+                    prefetch = asyncio.create_task(self._read_unsent(after_id=rows[-1].id))
+                await self._publish(rows)
+                if marking is not None:
+                    await marking  # at most one mark in flight; its failure stops the drain
+                marking = asyncio.create_task(self._mark_sent([row.id for row in rows]))
+                total += len(rows)
+                if prefetch is None:
+                    break
+                rows, prefetch = await prefetch, None
+            if marking is not None:
+                await marking
+                marking = None
+        finally:
+            # After an error or a cancel: unfinished marks only mean a republish (at-least-once).
+            leftovers = [t for t in (prefetch, marking) if t is not None and not t.done()]
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                await asyncio.gather(*leftovers, return_exceptions=True)
+        return total
+
+    async def _read_unsent(self, *, after_id: int | None) -> Sequence[Any]:
+        query = (
+            sa.select(
+                outbox.c.id, outbox.c.event_id, outbox.c.topic, outbox.c.key, outbox.c.payload
+            )
+            .where(outbox.c.sent_at.is_(None))
+            .order_by(outbox.c.id)
+            .limit(self.config.batch_size)
+        )
+        if after_id is not None:
+            query = query.where(outbox.c.id > after_id)
+        async with self._leadership.transaction() as conn:
+            rows: Sequence[Any] = (await conn.execute(query)).all()
+            return rows
+
+    async def _publish(self, rows: Sequence[Any]) -> None:
         messages: list[Message] = []
         for row in rows:
             value = row.payload.encode("utf-8")
@@ -276,21 +325,13 @@ class OutboxRelay:
             self.metrics.publish_failures.inc()
             raise
         self.metrics.published.inc(len(messages))
-        ids = [row.id for row in rows]
-        now = self._clock()
-        async with self._leadership.transaction() as conn:
-            await conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(sent_at=now))
-        return len(rows)
 
-    async def drain(self, *, max_batches: int = 1_000) -> int:
-        """Relay batches until the outbox is empty (or `max_batches`); return the count."""
-        total = 0
-        for _ in range(max_batches):
-            published = await self.relay_batch()
-            total += published
-            if published < self.config.batch_size:
-                break
-        return total
+    async def _mark_sent(self, ids: Sequence[int]) -> None:
+        # A pooled connection, not the lock's: marking what was acknowledged is harmless even
+        # for a relay that just lost the lock, and it lets the next batch be read meanwhile.
+        now = self._clock()
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.update(outbox).where(outbox.c.id.in_(ids)).values(sent_at=now))
 
     async def prune(self) -> int:
         """Delete sent rows older than the retention period, in bounded batches; return how
@@ -345,7 +386,7 @@ class OutboxRelay:
                         await self._periodic_metrics()
                         await asyncio.sleep(self.config.standby_retry_seconds)
                         continue
-                    published = await self.relay_batch()
+                    published = await self.drain(max_batches=self._batches_per_pass)
                     failures = 0
                     await self._periodic_prune()
                     await self._periodic_metrics()
@@ -362,7 +403,7 @@ class OutboxRelay:
                     log.exception("outbox relay step failed")
                     await self._back_off(failures, f"{type(exc).__name__}: {exc}")
                     continue
-                if published < self.config.batch_size:
+                if published < self.config.batch_size * self._batches_per_pass:
                     await self._wait_for_work()
         finally:
             await asyncio.shield(self.release_leadership())

@@ -1,0 +1,70 @@
+"""Drive a Dispatcher step by step with a manual clock (no sleeping for time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from scheduler.adapters.actions import ActionRouter, EventAction, WebhookAction
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.run_tables import delivery_attempts, runs
+from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.bootstrap import Container
+from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings
+from webhookdeliver import Deliverer
+
+
+def make_dispatcher(
+    container: Container,
+    store: SqlRunStore,
+    deliverer: Deliverer,
+    **settings: Any,
+) -> Dispatcher:
+    import random
+
+    return Dispatcher(
+        store,
+        ActionRouter(WebhookAction(deliverer, container.clock), EventAction(container.clock)),
+        container.clock,
+        settings=DispatchSettings(**settings),
+        worker_id="test-worker",
+        rng=random.Random(7),
+    )
+
+
+async def step(d: Dispatcher) -> int:
+    """Claim what is due now, finish every attempt, write every result."""
+    claimed, _ = await d.pump()
+    await d.drain()
+    return claimed
+
+
+async def rows(container: Container, table: sa.Table, *where: Any) -> list[sa.Row]:
+    async with container.engine.connect() as conn:
+        q = sa.select(table)
+        for w in where:
+            q = q.where(w)
+        return list(await conn.execute(q))
+
+
+async def run_rows(container: Container) -> list[sa.Row]:
+    async with container.engine.connect() as conn:
+        return list(await conn.execute(sa.select(runs).order_by(runs.c.scheduled_for)))
+
+
+async def attempt_rows(container: Container, run_id: str) -> list[sa.Row]:
+    return sorted(
+        await rows(container, delivery_attempts, delivery_attempts.c.run_id == run_id),
+        key=lambda r: r.number,
+    )
+
+
+async def outbox_types(container: Container) -> list[str]:
+    async with container.engine.connect() as conn:
+        return [r[0] for r in await conn.execute(sa.select(outbox.c.type).order_by(outbox.c.id))]
+
+
+async def schedule_row(container: Container, schedule_id: str) -> sa.Row:
+    (row,) = await rows(container, schedules, schedules.c.id == schedule_id)
+    return row

@@ -1,0 +1,334 @@
+"""The dispatcher against real databases and a real loopback receiver, driven step by step with
+a manual clock: success, retries with backoff, Retry-After, timeouts, redirects, the breaker,
+leases, claim-time skips."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+import webhookdeliver as wd
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.bootstrap import Container
+from scheduler.domain.policies import Action, OverlapPolicy
+from scheduler.service_layer import schedules as schedule_svc
+from scheduler.service_layer.planning_service import PlanningSettings, plan_due
+from scheduler.service_layer.runs import trigger_run
+from tests.scheduler.runs.conftest import SECRET, ManualClock, add_schedule
+from tests.scheduler.runs.dispatch_helpers import (
+    attempt_rows,
+    make_dispatcher,
+    outbox_types,
+    run_rows,
+    schedule_row,
+    step,
+)
+from tests.scheduler.runs.receiver import Receiver
+
+PLAN = PlanningSettings(lookahead=timedelta(seconds=10))
+
+
+@pytest.fixture
+async def deliverer() -> AsyncIterator[wd.Deliverer]:
+    async with wd.Deliverer(allow_private_networks=True) as d:
+        yield d
+
+
+async def plan_at_occurrence(store: SqlRunStore, mclock: ManualClock, s: object) -> None:
+    next_run_at = s.next_run_at  # type: ignore[attr-defined]
+    mclock.set(next_run_at)
+    await plan_due(store, now=mclock(), settings=PLAN)
+
+
+async def test_success_signs_and_records_the_attempt(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/ok"), payload={"report": "daily"})
+    assert s.next_run_at is not None
+    mclock.set(s.next_run_at - timedelta(seconds=5))
+    await plan_due(store, now=mclock(), settings=PLAN)
+    d = make_dispatcher(container, store, deliverer)
+    assert await step(d) == 0  # planned ahead: never claimed before scheduled_for
+    mclock.set(s.next_run_at)
+    assert await step(d) == 1
+    (run,) = await run_rows(container)
+    assert (run.status, run.attempt_count, run.lease_owner) == ("succeeded", 1, None)
+    (seen,) = receiver.requests
+    assert seen.headers["X-Webhook-Id"] == run.id
+    assert seen.headers["X-Event-Type"] == "schedule.triggered"
+    assert seen.headers["X-Attempt"] == "1"
+    assert json.loads(seen.body) == {"report": "daily"}
+    assert wd.verify([SECRET], seen.headers, seen.body)
+    (attempt,) = await attempt_rows(container, run.id)
+    assert (attempt.number, attempt.status_code, attempt.error_kind) == (1, 200, None)
+    assert attempt.response_excerpt == "ok"
+    assert "schedule.run.succeeded" in await outbox_types(container)
+
+
+async def test_fails_twice_then_succeeds_with_backoff_between(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/flaky/2"), max_attempts=5, initial_backoff=10)
+    await plan_at_occurrence(store, mclock, s)
+    d = make_dispatcher(container, store, deliverer)
+    await step(d)
+    (run,) = await run_rows(container)
+    assert (run.status, run.attempt_count) == ("retrying", 1)
+    delay = (run.next_attempt_at - mclock()).total_seconds()
+    assert 0 <= delay <= 10  # full jitter within the first ceiling
+    assert await step(d) == 0 or delay == 0  # not due yet (unless jitter drew 0)
+    for _ in range(2):
+        mclock.advance(seconds=60)
+        await step(d)
+    (run,) = await run_rows(container)
+    assert (run.status, run.attempt_count) == ("succeeded", 3)
+    got = [(a.number, a.status_code, a.error_kind) for a in await attempt_rows(container, run.id)]
+    assert got == [(1, 500, "http_status"), (2, 500, "http_status"), (3, 200, None)]
+    assert receiver.attempts_by_id[run.id] == 3  # same X-Webhook-Id on every attempt
+
+
+async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(
+        container, receiver.url("/fail"), max_attempts=1, threshold=2, name="billing-sync"
+    )
+    await plan_at_occurrence(store, mclock, s)
+    d = make_dispatcher(container, store, deliverer)
+    await step(d)
+    assert (await schedule_row(container, s.id)).consecutive_failures == 1
+    mclock.advance(minutes=1)
+    await plan_due(store, now=mclock(), settings=PLAN)
+    await step(d)
+    statuses = [r.status for r in await run_rows(container)]
+    assert statuses == ["failed", "failed"]
+    row = await schedule_row(container, s.id)
+    assert (row.state, row.paused_reason, row.next_run_at) == ("paused", "breaker", None)
+    types = await outbox_types(container)
+    assert types.count("schedule.run.failed") == 2
+    assert "schedule.paused" in types and "alert.requested" in types
+    # The alert names the schedule by its name and points at its runs (the dead letters).
+    from tests.scheduler.runs.dispatch_helpers import rows
+    from scheduler.adapters.db.tables import outbox
+
+    (alert,) = await rows(container, outbox, outbox.c.type == "alert.requested")
+    assert alert.topic == "notification-requests"
+    body = json.loads(alert.payload)["data"]
+    assert body["template"] == "schedule_auto_paused"
+    assert body["data"]["schedule_name"] == "billing-sync"
+    assert body["data"]["runs_path"] == f"/v1/schedules/{s.id}/runs"
+    assert "500" in body["data"]["last_error"]
+    # Paused: nothing more is planned.
+    mclock.advance(minutes=3)
+    assert (await plan_due(store, now=mclock(), settings=PLAN)).runs_inserted == 0
+
+
+async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/fail"), max_attempts=1, threshold=3)
+    await plan_at_occurrence(store, mclock, s)
+    d = make_dispatcher(container, store, deliverer)
+    await step(d)
+    await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
+    await step(d)
+    row = await schedule_row(container, s.id)
+    assert (row.consecutive_failures, row.state) == (2, "active")  # manual runs count too
+    assert s.target is not None
+    await schedule_svc.update_schedule(
+        container.uow_factory(),
+        tenant_id="tenant-a",
+        schedule_id=s.id,
+        changes={"target": type(s.target)(url=receiver.url("/ok"))},
+        expected_version=None,
+        clock=mclock,
+        limits=schedule_svc.TenantLimits(min_interval_seconds=60),
+    )
+    await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
+    await step(d)
+    row = await schedule_row(container, s.id)
+    assert (row.consecutive_failures, row.state) == (0, "active")
+
+
+async def test_retry_after_is_honoured(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/throttle/30"), initial_backoff=1)
+    await plan_at_occurrence(store, mclock, s)
+    d = make_dispatcher(container, store, deliverer)
+    await step(d)
+    (run,) = await run_rows(container)
+    assert run.status == "retrying"
+    # Retry-After 30 s raises the jittered delay (<= 1 s here) to 30 s, within the 60 s cap.
+    assert (run.next_attempt_at - mclock()).total_seconds() == pytest.approx(30, abs=0.01)
+    mclock.advance(seconds=29)
+    assert await step(d) == 0
+    mclock.advance(seconds=1)
+    await step(d)
+    assert (await run_rows(container))[0].status == "succeeded"
+
+
+async def test_redirect_is_a_failure_and_not_followed(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/redirect"))
+    await plan_at_occurrence(store, mclock, s)
+    await step(make_dispatcher(container, store, deliverer))
+    (run,) = await run_rows(container)
+    assert run.status == "failed"  # 3xx is not retryable
+    (attempt,) = await attempt_rows(container, run.id)
+    assert (attempt.status_code, attempt.error_kind) == (302, "http_status")
+    assert [r.path for r in receiver.requests] == ["/redirect"]  # /ok never reached
+
+
+async def test_hanging_receiver_times_out_and_does_not_stall_others(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    # "localhost" and "127.0.0.1" are two endpoint keys on the same receiver.
+    hang_url = receiver.url("/hang").replace("127.0.0.1", "localhost")
+    slow = [
+        await add_schedule(container, hang_url, timeout_seconds=3, name=f"slow{i}")
+        for i in range(5)
+    ]
+    fast = [await add_schedule(container, receiver.url("/ok"), name=f"f{i}") for i in range(20)]
+    await plan_at_occurrence(store, mclock, slow[0])
+    d = make_dispatcher(
+        container, store, deliverer, concurrency=4, per_key_limit=2, max_claimed=50
+    )
+    assert (await d.pump())[0] == 25
+
+    async def fast_done() -> None:
+        while len(receiver.ids_at("/ok")) < 20:
+            await asyncio.sleep(0.01)
+
+    # The 5 hanging runs hold at most 2 slots (their endpoint's limit); the other 2 slots serve
+    # all 20 fast runs long before the 3 s timeout.
+    await asyncio.wait_for(fast_done(), 2.5)
+    assert receiver.in_flight.total() >= 1  # the hangs are still hanging
+    await asyncio.wait_for(d.drain(), 15)
+    by_schedule = {r.schedule_id: r for r in await run_rows(container)}
+    assert all(by_schedule[f.id].status == "succeeded" for f in fast)
+    for s in slow:
+        hung = by_schedule[s.id]
+        assert hung.status == "retrying"
+        (attempt,) = await attempt_rows(container, hung.id)
+        assert attempt.error_kind == "timeout"
+
+
+async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_dropped(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, receiver.url("/ok"))
+    await plan_at_occurrence(store, mclock, s)
+    dead = make_dispatcher(container, store, deliverer, lease_seconds=30)
+    now = mclock()
+    async with store.transaction() as tx:  # worker A claims and then "dies"
+        (claimed,) = await tx.claim_due("A:1", now, now + timedelta(seconds=30), 10)
+        await tx.commit()
+    alive = make_dispatcher(container, store, deliverer, lease_seconds=30)
+    mclock.advance(seconds=29)
+    assert await step(alive) == 0  # lease still valid
+    mclock.advance(seconds=2)
+    assert await step(alive) == 1
+    (run,) = await run_rows(container)
+    assert run.status == "succeeded"
+    # A comes back and tries to write its own result: dropped, the run stays as B left it.
+    from scheduler.domain.run import AttemptOutcome
+    from scheduler.service_layer.settle import Completion, settle_completions
+
+    claimed.record_attempt(
+        "A:1",
+        AttemptOutcome(ok=False, started_at=now, duration_ms=1, error_kind="timeout"),
+        mclock(),
+        None,
+    )
+    report = await settle_completions(store, [Completion.of(claimed, "A:1")], mclock())
+    assert report.lost == [claimed.id]
+    assert (await run_rows(container))[0].status == "succeeded"
+    assert len(await attempt_rows(container, run.id)) == 1
+    del dead
+
+
+async def test_claim_time_skips_paused_schedule_and_overlap(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    paused = await add_schedule(container, receiver.url("/ok"), name="paused")
+    over = await add_schedule(
+        container, receiver.url("/hang"), overlap=OverlapPolicy.SKIP, timeout_seconds=1
+    )
+    assert paused.next_run_at is not None
+    mclock.set(paused.next_run_at - timedelta(seconds=5))
+    await plan_due(store, now=mclock(), settings=PlanningSettings(lookahead=timedelta(minutes=2)))
+    await schedule_svc.pause_schedule(
+        container.uow_factory(),
+        tenant_id="tenant-a",
+        schedule_id=paused.id,
+        reason="maintenance",
+        expected_version=None,
+        clock=mclock,
+    )
+    mclock.advance(seconds=65)  # both occurrences of `over` (planned ahead) are now due
+    await step(make_dispatcher(container, store, deliverer))
+    got = {(r.schedule_id, r.scheduled_for): r for r in await run_rows(container)}
+    paused_runs = [r for (sid, _), r in got.items() if sid == paused.id]
+    assert {(r.status, r.skip_reason) for r in paused_runs} == {("skipped", "schedule_paused")}
+    over_runs = sorted((r for r in got.values() if r.schedule_id == over.id), key=lambda r: r.scheduled_for)
+    assert [(r.status, r.skip_reason) for r in over_runs] == [
+        ("retrying", None),
+        ("skipped", "overlap"),
+    ]
+    assert receiver.ids_at("/ok") == set()
+
+
+async def test_event_action_writes_schedule_triggered_to_outbox(
+    container: Container,
+    store: SqlRunStore,
+    mclock: ManualClock,
+    deliverer: wd.Deliverer,
+) -> None:
+    s = await add_schedule(container, None, action=Action.EVENT, payload={"k": 1})
+    await plan_at_occurrence(store, mclock, s)
+    await step(make_dispatcher(container, store, deliverer))
+    (run,) = await run_rows(container)
+    assert run.status == "succeeded"
+    assert (await outbox_types(container)).count("schedule.triggered") == 1
