@@ -56,3 +56,24 @@ def by_key(records: Sequence[Record]) -> dict[str | None, list[Record]]:
     for record in records:
         groups.setdefault(record.key, []).append(record)
     return groups
+
+
+class FailingOnCall:
+    """Publishes for real except on call number `fail_on` (1-based), which is refused."""
+
+    def __init__(self, inner: Publisher, fail_on: int) -> None:
+        self.inner = inner
+        self.fail_on = fail_on
+        self.calls = 0
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise PublishError("bus unavailable (test)")
+        await self.inner.publish(messages)

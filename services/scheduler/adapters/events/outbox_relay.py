@@ -280,13 +280,21 @@ class OutboxRelay:
             if marking is not None:
                 await marking
                 marking = None
-        finally:
-            # After an error or a cancel: unfinished marks only mean a republish (at-least-once).
-            leftovers = [t for t in (prefetch, marking) if t is not None and not t.done()]
-            for task in leftovers:
-                task.cancel()
-            if leftovers:
-                await asyncio.gather(*leftovers, return_exceptions=True)
+        except BaseException as exc:
+            if prefetch is not None and not prefetch.done():
+                prefetch.cancel()
+            if marking is not None and not marking.done() and isinstance(exc, Exception):
+                # The batch being marked was acknowledged: finish marking it, or it would be
+                # published again. (On cancel it is abandoned: a republish, never a loss.)
+                await asyncio.gather(marking, return_exceptions=True)
+            for task in (prefetch, marking):
+                if task is not None and not task.done():
+                    task.cancel()
+            # Collect every task's outcome so none is reported as "never retrieved".
+            await asyncio.gather(
+                *(t for t in (prefetch, marking) if t is not None), return_exceptions=True
+            )
+            raise
         return total
 
     async def _read_unsent(self, *, after_id: int | None) -> Sequence[Any]:

@@ -1,0 +1,114 @@
+"""The pipelined drain: batch k is marked sent while batch k+1 is read and published. A failure
+mid-stream keeps every acknowledged batch marked and every other row waiting; rows are marked by
+id, so a lower id committed late is still relayed; backoff and settings stay bounded."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sqlalchemy as sa
+
+from eventbus import InProcessBus, PublishError, Record, decode
+from scheduler.adapters.db.tables import outbox
+from scheduler.adapters.events import RelayConfig
+from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
+from tests.scheduler.events.conftest import Store
+from tests.scheduler.events.publishers import FailingOnCall
+
+
+async def read_all(bus: InProcessBus) -> list[Record]:
+    consumer = bus.consumer([SCHEDULE_EVENTS_TOPIC], "reader")
+    await consumer.start()
+    try:
+        return await consumer.poll(max_records=1_000, timeout_seconds=0.05)
+    finally:
+        await consumer.stop()
+
+
+async def test_a_refusal_mid_drain_keeps_acknowledged_batches_and_loses_nothing(
+    store: Store,
+) -> None:
+    for i in range(10):
+        await store.create(f"s{i}")
+    order = [row.event_id for row in await store.outbox_rows()]
+    bus = InProcessBus()
+    inner = bus.publisher()
+    await inner.start()
+    relay = store.relay(FailingOnCall(inner, fail_on=3), batch_size=3)
+
+    with pytest.raises(PublishError):
+        await relay.drain()
+    # Batches 1 and 2 (6 rows) were acknowledged and marked; the rest waits, in order.
+    assert await store.unsent_event_ids() == order[6:]
+
+    assert await relay.drain() == 4
+    ids = [decode(r.value)["id"] for r in await read_all(bus)]
+    assert ids == order  # each exactly once, in id order
+    assert await store.unsent_event_ids() == []
+
+
+async def test_drain_stops_after_max_batches(store: Store) -> None:
+    for i in range(7):
+        await store.create(f"s{i}")
+    bus = InProcessBus()
+    publisher = bus.publisher()
+    await publisher.start()
+    relay = store.relay(publisher, batch_size=2)
+    assert await relay.drain(max_batches=2) == 4
+    assert len(await store.unsent_event_ids()) == 3
+
+
+@pytest.mark.postgres
+async def test_a_lower_id_committed_after_a_higher_one_is_still_relayed(
+    store: Store,
+) -> None:
+    if not store.url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: ids always commit in order")
+    bus = InProcessBus()
+    publisher = bus.publisher()
+    await publisher.start()
+    relay = store.relay(publisher)
+    late = {
+        "event_id": "evt_late",
+        "topic": SCHEDULE_EVENTS_TOPIC,
+        "key": "sch_late",
+        "type": "schedule.updated",
+        "payload": '{"id":"evt_late"}',
+        "created_at": store.clock(),
+    }
+    async with store.engine.connect() as slow:
+        await slow.execute(sa.insert(outbox), [late])  # takes the lower id, not committed yet
+        await store.create("early")  # a higher id, committed first
+        assert await relay.drain() == 1
+        await slow.commit()
+    rows = await store.outbox_rows()
+    assert [r.event_id for r in rows][0] == "evt_late"  # it does hold the lower id
+    assert await relay.drain() == 1  # a range-based mark would have lost it
+    assert [decode(r.value, require_envelope=False)["id"] for r in await read_all(bus)][-1] == (
+        "evt_late"
+    )
+
+
+def test_backoff_doubles_with_jitter_and_stays_capped() -> None:
+    config = RelayConfig(retry_initial_seconds=0.5, retry_max_seconds=30)
+    rng = random.Random(7)
+    for failures, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (7, 30.0), (10_000, 30.0)]:
+        delays = [config.backoff_seconds(failures, rng) for _ in range(50)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays), (failures, delays)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"batch_size": 0},
+        {"batch_size": 10_001},
+        {"poll_interval_seconds": 0},
+        {"retry_initial_seconds": 5, "retry_max_seconds": 1},
+        {"retention_seconds": -1},
+        {"prune_batch_size": 0},
+    ],
+)
+def test_unbounded_or_nonsensical_settings_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        RelayConfig(**bad)  # type: ignore[arg-type]

@@ -1,0 +1,211 @@
+"""Fault proofs with real worker subprocesses on PostgreSQL (DESIGN.md §6): replicas racing,
+SIGKILL mid-flight then restart, SIGTERM clean shutdown, the database unreachable for a while
+(through a loopback proxy that is cut; the shared server is never stopped)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from scheduler.adapters.db.migrate import upgrade
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import schedules
+from scheduler.bootstrap import Container, utc_now
+from scheduler.domain.policies import MisfirePolicy
+from scheduler.service_layer.runs import trigger_run
+from tests.scheduler.runs.conftest import add_schedule, make_container
+from tests.scheduler.runs.processes import WorkerProcess, wait_until
+from tests.scheduler.runs.receiver import Receiver
+from tests.support.pg import fresh_postgres_database
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_postgres_database("fault") as url:
+        await upgrade(url)
+        yield url
+
+
+@pytest.fixture
+async def real(pg_url: str) -> AsyncIterator[Container]:
+    c = make_container(pg_url, utc_now)
+    yield c
+    await c.aclose()
+
+
+async def statuses(c: Container) -> Counter[str]:
+    async with c.engine.connect() as conn:
+        q = sa.select(runs.c.status, sa.func.count()).group_by(runs.c.status)
+        return Counter({s: n for s, n in await conn.execute(q)})
+
+
+async def all_terminal(c: Container) -> bool:
+    got = await statuses(c)
+    return sum(got.values()) > 0 and not (got["pending"] + got["in_progress"] + got["retrying"])
+
+
+async def backdate(c: Container, minutes: int) -> None:
+    """Move every schedule's plan position back, as if the service had been down."""
+    async with c.engine.begin() as conn:
+        start = (utc_now() - timedelta(minutes=minutes)).replace(second=0, microsecond=0)
+        await conn.execute(sa.update(schedules).values(next_run_at=start))
+
+
+async def occurrence_counts(c: Container) -> Counter[tuple[str, datetime]]:
+    async with c.engine.connect() as conn:
+        q = sa.select(runs.c.schedule_id, runs.c.scheduled_for).where(runs.c.trigger == "schedule")
+        return Counter((r[0], r[1]) for r in await conn.execute(q))
+
+
+async def test_two_replicas_one_run_per_occurrence_never_twice_at_once(
+    real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    for i in range(40):
+        await add_schedule(
+            real, receiver.url("/slow/30"), name=f"s{i}", misfire=MisfirePolicy.FIRE_ALL
+        )
+    await backdate(real, 5)  # ~5-6 occurrences due per schedule, planned by both at once
+    workers = [
+        await WorkerProcess(pg_url, tmp_path, "--lease", "5", "--concurrency", "32").start()
+        for _ in range(2)
+    ]
+    try:
+        await wait_until(lambda: all_terminal(real), 60, "every run terminal")
+        # The current minute may still add runs; stop both before counting.
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            assert await w.wait() == 0
+    finally:
+        for w in workers:
+            await w.aclose()
+    counts = await occurrence_counts(real)
+    assert len(counts) >= 40 * 5
+    assert set(counts.values()) == {1}  # exactly one run per planned occurrence
+    assert receiver.max_parallel_per_id == 1  # no run delivered by both at once
+    got = await statuses(real)
+    assert got["succeeded"] == sum(got.values())
+    async with real.engine.connect() as conn:
+        ids = {r[0] for r in await conn.execute(sa.select(runs.c.id))}
+    assert ids <= set(receiver.attempts_by_id)
+
+
+async def test_sigkill_mid_flight_then_restart_loses_nothing(
+    real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    store = SqlRunStore(real.engine, real.secret_box)
+    s = await add_schedule(real, receiver.url("/slow/1500"), name="slow")
+    planned = await add_schedule(
+        real, receiver.url("/slow/1500"), name="planned", misfire=MisfirePolicy.FIRE_ALL
+    )
+    run_ids = [
+        (await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
+        for _ in range(20)
+    ]
+    await backdate(real, 3)
+    del planned
+    args = ("--lease", "3", "--concurrency", "16")
+    first = await WorkerProcess(pg_url, tmp_path, *args).start()
+    try:
+
+        async def some_in_flight() -> bool:
+            return receiver.in_flight.total() >= 5
+
+        await wait_until(some_in_flight, 20, "attempts in flight")
+        first.kill()
+        await first.wait()
+        assert (await statuses(real))["in_progress"] >= 5  # the dead worker's claims
+        second = await WorkerProcess(pg_url, tmp_path, *args).start()
+        try:
+            await wait_until(lambda: all_terminal(real), 60, "every run terminal after restart")
+        finally:
+            second.terminate()
+            await second.wait()
+    finally:
+        await first.aclose()
+    got = await statuses(real)
+    assert got["succeeded"] == sum(got.values())
+    counts = await occurrence_counts(real)
+    assert len(counts) >= 3 and set(counts.values()) == {1}
+    assert set(run_ids) <= set(receiver.attempts_by_id)  # every X-Webhook-Id seen at least once
+
+
+async def test_sigterm_finishes_in_flight_and_releases_the_rest(
+    real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    store = SqlRunStore(real.engine, real.secret_box)
+    quick = await add_schedule(real, receiver.url("/slow/300"), name="quick")
+    stuck = await add_schedule(real, receiver.url("/hang"), name="stuck", timeout_seconds=30)
+    for sch in (quick, stuck):
+        for _ in range(4):
+            await trigger_run(store, tenant_id="tenant-a", schedule_id=sch.id, clock=utc_now)
+    w = await WorkerProcess(pg_url, tmp_path, "--grace", "2", "--lease", "30").start()
+    try:
+        await wait_until(
+            lambda: _true(receiver.in_flight.total() >= 8), 20, "all 8 attempts in flight"
+        )
+        w.terminate()
+        assert await w.wait(timeout=15) == 0
+    finally:
+        await w.aclose()
+    async with real.engine.connect() as conn:
+        rows = list(await conn.execute(sa.select(runs)))
+    by = Counter((r.schedule_id, r.status, r.attempt_count, r.lease_owner) for r in rows)
+    assert by[(quick.id, "succeeded", 1, None)] == 4  # finished within the grace
+    # The hung ones were released: pending again at once, no attempt counted, no lease held.
+    assert by[(stuck.id, "pending", 0, None)] == 4
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_database_unreachable_for_a_while_workers_recover(
+    real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    store = SqlRunStore(real.engine, real.secret_box)
+    proxy = TcpProxy("127.0.0.1", make_url(pg_url).port or 5432)
+    await proxy.start()
+    proxied = make_url(pg_url).set(host="127.0.0.1", port=proxy.port)
+    s = await add_schedule(real, receiver.url("/ok"), name="s")
+    w = await WorkerProcess(
+        proxied.render_as_string(hide_password=False), tmp_path, "--lease", "5"
+    ).start()
+    try:
+        first = await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)
+        await wait_until(lambda: _true(first.id in receiver.attempts_by_id), 10, "first delivery")
+        proxy.cut()
+        # While the database is unreachable: not ready, still alive, work piles up.
+        await wait_until(lambda: _is(w.status("/readyz"), 503), 10, "readyz 503 during outage")
+        during = [
+            (await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
+            for _ in range(10)
+        ]
+        assert w.proc is not None and w.proc.returncode is None
+        proxy.restore()
+        await wait_until(lambda: _is(w.status("/readyz"), 200), 15, "readyz 200 after outage")
+        await wait_until(lambda: all_terminal(real), 30, "runs triggered during the outage done")
+        assert set(during) <= set(receiver.attempts_by_id)
+        assert (await statuses(real))["succeeded"] == 11
+    finally:
+        w.terminate()
+        await w.wait()
+        await proxy.stop()
+
+
+async def _is(status: object, expected: int) -> bool:
+    return await status == expected  # type: ignore[misc]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
