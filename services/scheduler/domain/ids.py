@@ -17,7 +17,9 @@ import os
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ID_BODY_LENGTH = 26
@@ -54,7 +56,8 @@ def new_id(prefix: str, *, at: datetime | None = None, randbytes: RandBytes = os
     else:
         if at.tzinfo is None or at.utcoffset() is None:
             raise ValueError("`at` must be timezone-aware")
-        millis = int(at.timestamp() * 1000)
+        # Integer arithmetic: a float timestamp * 1000 can round two close instants the same way.
+        millis = (at - _EPOCH) // timedelta(milliseconds=1)
     if not 0 <= millis < 1 << _TIME_BITS:
         raise ValueError("`at` is outside the ULID time range")
     rand = randbytes(_RANDOM_BYTES)
