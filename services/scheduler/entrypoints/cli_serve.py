@@ -2,8 +2,10 @@
 
 `--dev` generates missing keys under ./var (0600) and migrates the database on start; without it
 a missing key refuses start with one line naming it, and migrations are `scheduler migrate`'s job.
-Workers come from bootstrap (`Container.workers`, filled by the runs step); `--role worker` runs
-only them, `api` only the HTTP API, `all` (default) both in one process.
+`--role worker` runs the planner and the dispatcher (plus any `Container.workers`, e.g. the outbox
+relay) and serves /healthz, /readyz, /metrics; `api` only the HTTP API; `all` (default) both in
+one process, the API waking the in-process dispatcher on trigger/replay. SIGTERM: stop claiming,
+finish in-flight runs within `--grace` seconds, release the rest, then stop.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import asyncio
 import contextlib
 import sys
 
-import uvicorn
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from scheduler.bootstrap import Container, bootstrap
 from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
+from scheduler.entrypoints.workers.runtime import WorkerRuntime
+from scheduler.entrypoints.workers.serve import serve as serve_role
+
+DEFAULT_GRACE_SECONDS = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--role", choices=["api", "worker", "all"], default="all")
     parser.add_argument("--dev", action="store_true", help="generate dev keys, migrate on start")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE_SECONDS,
+        help="seconds in-flight runs may take to finish on SIGTERM before they are released",
+    )
 
 
 def build(dev: bool) -> Container | str:
@@ -39,28 +51,33 @@ def build(dev: bool) -> Container | str:
         return f"invalid setting {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
 
 
-async def serve(container: Container, *, host: str, port: int, role: str, dev: bool) -> None:
+async def serve(
+    container: Container,
+    *,
+    host: str,
+    port: int,
+    role: str,
+    dev: bool,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+) -> None:
+    """Serve one role until SIGTERM/SIGINT. Workers (role worker|all) stop first: no new claims,
+    in-flight attempts finish within `grace_seconds`, the rest are released."""
     if dev:
         await container.migrate()
-    tasks = [
-        asyncio.create_task(factory(container).run(), name="worker")
-        for factory in (container.workers if role in ("worker", "all") else [])
-    ]
+    registry = CollectorRegistry()
+    runtime = (
+        WorkerRuntime.from_container(container, registry=registry)
+        if role in ("worker", "all")
+        else None
+    )
+    app = (
+        app_from_container(container, wake=runtime.wake if runtime else None, registry=registry)
+        if role in ("api", "all")
+        else None
+    )
     try:
-        if role in ("api", "all"):
-            app = app_from_container(container)
-            config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
-            await uvicorn.Server(config).serve()
-        elif tasks:
-            await asyncio.gather(*tasks)
-        else:
-            print("scheduler: no workers are configured yet", file=sys.stderr)
+        await serve_role(runtime, host=host, port=port, app=app, grace_seconds=grace_seconds)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         await container.aclose()
 
 
@@ -70,5 +87,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"scheduler: {built}", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(built, host=args.host, port=args.port, role=args.role, dev=args.dev))
+        asyncio.run(
+            serve(
+                built,
+                host=args.host,
+                port=args.port,
+                role=args.role,
+                dev=args.dev,
+                grace_seconds=args.grace,
+            )
+        )
     return 0

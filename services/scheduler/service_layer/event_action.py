@@ -1,10 +1,15 @@
 """The attempt of an `action=event` run: publish `schedule.triggered` and wait for the bus's
 acknowledgement (DESIGN §6, §9; ADR-0032 "two complementary paths").
 
+`PublishingEventAction` is the `ActionPerformer` (service_layer/run_ports) the dispatcher's
+`ActionRouter` takes as its `event` performer; `perform_event_action` is the same attempt as a
+plain function.
+
 The run succeeds only when the broker acknowledges (Kafka acks=all) or the in-process bus takes
 the event; a bus failure is a retryable attempt (`error_kind="broker"`), so the run's retry policy
 applies as for a webhook. Every attempt of a run publishes the same event `id`
-(`evt_` + the run id's body), so a consumer that sees a retried publish twice can deduplicate.
+(`stable_id("evt", run_id, "schedule.triggered")`, the scheme of the run's other events), so a
+consumer that sees a retried publish twice can deduplicate.
 
 The event goes to the bus directly, not through the outbox: the outcome the run records IS the
 acknowledgement, and the run's own transaction records it afterwards.
@@ -25,7 +30,9 @@ from typing import Any
 
 from eventbus import EnvelopeError, Message, Publisher, PublishError, encode, envelope
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from scheduler.domain.run import AttemptOutcome
+from scheduler.domain.ids import is_id, stable_id
+from scheduler.domain.run import AttemptOutcome, Run
+from scheduler.service_layer.run_ports import ActionResult, DeliverySpec
 
 SCHEDULE_TRIGGERED = "schedule.triggered"
 
@@ -39,11 +46,11 @@ ERROR_EVENT_INVALID = "event_invalid"  # the bus can never take it (too large): 
 
 
 def triggered_event_id(run_id: str) -> str:
-    """`run_01J9…` -> `evt_01J9…`: stable per run, distinct from every other event id."""
-    prefix, sep, body = run_id.partition("_")
-    if not sep or not prefix or not body:
-        raise ValueError(f"not a prefixed id: {run_id!r}")
-    return f"evt_{body}"
+    """The run's `schedule.triggered` id: the same for every attempt, derived like the ids of
+    `schedule.run.succeeded` / `failed` (domain.run), so no two events share one."""
+    if not is_id(run_id, "run"):
+        raise ValueError(f"not a run id: {run_id!r}")
+    return stable_id("evt", run_id, SCHEDULE_TRIGGERED)
 
 
 def event_data(payload: Any) -> dict[str, Any]:
@@ -128,3 +135,41 @@ async def perform_event_action(
     except TimeoutError:
         return outcome(False, ERROR_TIMEOUT, f"not acknowledged within {timeout_seconds:g} s")
     return outcome(True)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PublishingEventAction:
+    """`ActionPerformer` of `action=event`: one attempt publishes the run's `schedule.triggered`
+    and succeeds only when the bus acknowledges. No outbox events: the acknowledgement is the
+    outcome. Use ONE publisher per process (the relay's), started before the dispatcher."""
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        clock: Callable[[], datetime] = _utc_now,
+        *,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        self.publisher = publisher
+        self.clock = clock
+        self.timeout_seconds = timeout_seconds
+
+    def concurrency_key(self, spec: DeliverySpec) -> str:
+        # Every event run shares the bus: one limit for all of them.
+        return "event"
+
+    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
+        outcome = await perform_event_action(
+            self.publisher,
+            run_id=run.id,
+            tenant_id=run.tenant_id,
+            schedule_id=run.schedule_id,
+            scheduled_for=run.scheduled_for,
+            payload=run.payload,
+            now=self.clock(),
+            timeout_seconds=self.timeout_seconds,
+        )
+        return ActionResult(outcome)

@@ -11,8 +11,10 @@ import pytest
 
 from eventbus import InProcessBus, Message, PublishError, Record, decode
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from scheduler.domain.ids import new_id
+from scheduler.domain.ids import is_id, new_id, stable_id
+from scheduler.domain.run import Run
 from scheduler.service_layer.event_action import (
+    PublishingEventAction,
     event_data,
     perform_event_action,
     triggered_event_id,
@@ -96,7 +98,7 @@ async def test_acknowledged_event_succeeds_with_the_envelope_and_a_stable_id() -
     events = [decode(r.value) for r in records]
     assert events[0] == events[1]  # a retried attempt publishes the very same event
     assert events[0] == {
-        "id": "evt_" + run_id.removeprefix("run_"),
+        "id": triggered_event_id(run_id),
         "type": "schedule.triggered",
         "tenant_id": "tenant-a",
         "time": "2026-03-08T07:00:00.250000+00:00",
@@ -108,12 +110,15 @@ async def test_acknowledged_event_succeeds_with_the_envelope_and_a_stable_id() -
     assert [r.key for r in records] == ["sch_01J9ZK3T1V6Q7W8X9Y0Z1A2B3C"] * 2
 
 
-def test_event_ids_differ_per_run_and_refuse_unprefixed_ids() -> None:
+def test_event_ids_are_stable_per_run_and_distinct_from_its_other_events() -> None:
     a, b = new_id("run"), new_id("run")
-    assert triggered_event_id(a) != triggered_event_id(b)
     assert triggered_event_id(a) == triggered_event_id(a)
-    with pytest.raises(ValueError, match="prefixed"):
-        triggered_event_id("norunprefix")
+    assert triggered_event_id(a) != triggered_event_id(b)
+    assert is_id(triggered_event_id(a), "evt")
+    # The run's outcome events derive their ids from (run id, type) too: never the same id.
+    assert triggered_event_id(a) != stable_id("evt", a, "schedule.run.succeeded")
+    with pytest.raises(ValueError, match="not a run id"):
+        triggered_event_id("sch_01J9ZK3T1V6Q7W8X9Y0Z1A2B3C")
 
 
 @pytest.mark.parametrize(
@@ -178,3 +183,36 @@ async def test_kafka_acknowledges_then_a_stopped_broker_fails_the_attempt(
         assert down.duration_ms < 10_000  # bounded by the publisher's own timeout
     finally:
         await publisher.stop()
+
+
+async def test_the_dispatchers_performer_reports_the_acknowledged_publish() -> None:
+    bus = InProcessBus()
+    publisher = bus.publisher()
+    await publisher.start()
+    run = Run.planned(
+        tenant_id="tenant-a",
+        schedule_id="sch_01J9ZK3T1V6Q7W8X9Y0Z1A2B3C",
+        scheduled_for=SCHEDULED_FOR,
+        now=NOW,
+        payload={"report": "daily"},
+    )
+    spec = None  # the event action reads nothing of the schedule beyond the run
+    action = PublishingEventAction(publisher, clock=lambda: NOW)
+
+    result = await action.perform(run, spec, 1)  # type: ignore[arg-type]
+
+    assert result.outcome.ok
+    assert result.events == ()  # published directly: nothing for the outbox
+    [record] = await read_bus(bus, 1)
+    event = decode(record.value)
+    assert (event["id"], event["run_id"], event["data"]) == (
+        triggered_event_id(run.id),
+        run.id,
+        {"report": "daily"},
+    )
+    failed = await PublishingEventAction(Refusing(), clock=lambda: NOW).perform(run, spec, 2)  # type: ignore[arg-type]
+    assert (failed.outcome.ok, failed.outcome.error_kind, failed.outcome.retryable) == (
+        False,
+        "broker",
+        True,
+    )

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from authclient import AuthSettings
 from pydantic import SecretStr
 
+from authclient import AuthSettings
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.bootstrap import Container, bootstrap

@@ -57,9 +57,12 @@ class WorkerProcess:
 
     async def status(self, path: str) -> int | None:
         try:
-            async with aiohttp.ClientSession() as s, s.get(
-                f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=3)
-            ) as r:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.get(
+                    f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=3)
+                ) as r,
+            ):
                 return r.status
         except (aiohttp.ClientError, TimeoutError):
             return None

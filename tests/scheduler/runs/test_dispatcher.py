@@ -122,10 +122,11 @@ async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     assert (row.state, row.paused_reason, row.next_run_at) == ("paused", "breaker", None)
     types = await outbox_types(container)
     assert types.count("schedule.run.failed") == 2
-    assert "schedule.paused" in types and "alert.requested" in types
+    assert "schedule.paused" in types
+    assert "alert.requested" in types
     # The alert names the schedule by its name and points at its runs (the dead letters).
-    from tests.scheduler.runs.dispatch_helpers import rows
     from scheduler.adapters.db.tables import outbox
+    from tests.scheduler.runs.dispatch_helpers import rows
 
     (alert,) = await rows(container, outbox, outbox.c.type == "alert.requested")
     assert alert.topic == "notification-requests"
@@ -224,9 +225,7 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
     ]
     fast = [await add_schedule(container, receiver.url("/ok"), name=f"f{i}") for i in range(20)]
     await plan_at_occurrence(store, mclock, slow[0])
-    d = make_dispatcher(
-        container, store, deliverer, concurrency=4, per_key_limit=2, max_claimed=50
-    )
+    d = make_dispatcher(container, store, deliverer, concurrency=4, per_key_limit=2, max_claimed=50)
     assert (await d.pump())[0] == 25
 
     async def fast_done() -> None:
@@ -312,7 +311,9 @@ async def test_claim_time_skips_paused_schedule_and_overlap(
     got = {(r.schedule_id, r.scheduled_for): r for r in await run_rows(container)}
     paused_runs = [r for (sid, _), r in got.items() if sid == paused.id]
     assert {(r.status, r.skip_reason) for r in paused_runs} == {("skipped", "schedule_paused")}
-    over_runs = sorted((r for r in got.values() if r.schedule_id == over.id), key=lambda r: r.scheduled_for)
+    over_runs = sorted(
+        (r for r in got.values() if r.schedule_id == over.id), key=lambda r: r.scheduled_for
+    )
     assert [(r.status, r.skip_reason) for r in over_runs] == [
         ("retrying", None),
         ("skipped", "overlap"),

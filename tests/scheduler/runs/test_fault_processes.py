@@ -50,8 +50,25 @@ async def statuses(c: Container) -> Counter[str]:
 
 
 async def all_terminal(c: Container) -> bool:
-    got = await statuses(c)
-    return sum(got.values()) > 0 and not (got["pending"] + got["in_progress"] + got["retrying"])
+    """Every run that is due by now is finished (runs planned ahead for a later minute wait)."""
+    async with c.engine.connect() as conn:
+        total = (await conn.execute(sa.select(sa.func.count()).select_from(runs))).scalar_one()
+        open_ = (
+            await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(runs)
+                .where(
+                    sa.or_(
+                        runs.c.status == "in_progress",
+                        sa.and_(
+                            runs.c.status.in_(["pending", "retrying"]),
+                            runs.c.next_attempt_at <= utc_now(),
+                        ),
+                    )
+                )
+            )
+        ).scalar_one()
+    return bool(total) and open_ == 0
 
 
 async def backdate(c: Container, minutes: int) -> None:
@@ -93,11 +110,10 @@ async def test_two_replicas_one_run_per_occurrence_never_twice_at_once(
     assert len(counts) >= 40 * 5
     assert set(counts.values()) == {1}  # exactly one run per planned occurrence
     assert receiver.max_parallel_per_id == 1  # no run delivered by both at once
-    got = await statuses(real)
-    assert got["succeeded"] == sum(got.values())
     async with real.engine.connect() as conn:
-        ids = {r[0] for r in await conn.execute(sa.select(runs.c.id))}
-    assert ids <= set(receiver.attempts_by_id)
+        done = list(await conn.execute(sa.select(runs.c.id).where(runs.c.status == "succeeded")))
+    assert len(done) >= 40 * 5
+    assert {r[0] for r in done} <= set(receiver.attempts_by_id)
 
 
 async def test_sigkill_mid_flight_then_restart_loses_nothing(
@@ -134,9 +150,12 @@ async def test_sigkill_mid_flight_then_restart_loses_nothing(
     finally:
         await first.aclose()
     got = await statuses(real)
-    assert got["succeeded"] == sum(got.values())
+    assert got["succeeded"] >= 23
+    assert not got["failed"]
+    assert not got["in_progress"]
     counts = await occurrence_counts(real)
-    assert len(counts) >= 3 and set(counts.values()) == {1}
+    assert len(counts) >= 3
+    assert set(counts.values()) == {1}
     assert set(run_ids) <= set(receiver.attempts_by_id)  # every X-Webhook-Id seen at least once
 
 
@@ -159,7 +178,7 @@ async def test_sigterm_finishes_in_flight_and_releases_the_rest(
     finally:
         await w.aclose()
     async with real.engine.connect() as conn:
-        rows = list(await conn.execute(sa.select(runs)))
+        rows = list(await conn.execute(sa.select(runs).where(runs.c.trigger == "manual")))
     by = Counter((r.schedule_id, r.status, r.attempt_count, r.lease_owner) for r in rows)
     assert by[(quick.id, "succeeded", 1, None)] == 4  # finished within the grace
     # The hung ones were released: pending again at once, no attempt counted, no lease held.
@@ -191,7 +210,8 @@ async def test_database_unreachable_for_a_while_workers_recover(
             (await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
             for _ in range(10)
         ]
-        assert w.proc is not None and w.proc.returncode is None
+        assert w.proc is not None
+        assert w.proc.returncode is None
         proxy.restore()
         await wait_until(lambda: _is(w.status("/readyz"), 200), 15, "readyz 200 after outage")
         await wait_until(lambda: all_terminal(real), 30, "runs triggered during the outage done")

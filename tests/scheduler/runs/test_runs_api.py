@@ -81,7 +81,8 @@ async def test_trigger_then_history_then_detail_then_replay(
     r = await client.post(f"/v1/schedules/{s.id}/runs/{run['id']}/replay", headers=auth())
     assert r.status_code == 202
     replay = r.json()
-    assert replay["trigger"] == "replay" and replay["id"] != run["id"]
+    assert replay["trigger"] == "replay"
+    assert replay["id"] != run["id"]
     mclock.advance(seconds=1)
     await step(d)
     bodies = {s.headers["X-Webhook-Id"]: s.body for s in receiver.requests}
@@ -108,7 +109,9 @@ async def test_history_filters_cursor_and_dead_letters(
     cursor = None
     for _ in range(5):
         params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
-        page = (await client.get(f"/v1/schedules/{s.id}/runs", params=params, headers=auth())).json()
+        page = (
+            await client.get(f"/v1/schedules/{s.id}/runs", params=params, headers=auth())
+        ).json()
         seen += [i["id"] for i in page["items"]]
         cursor = page["next_cursor"]
         if cursor is None:
@@ -152,9 +155,7 @@ async def test_scopes_and_tokens(client: httpx.AsyncClient, container: Container
     s = await add_schedule(container, "http://127.0.0.1:9/ok")
     r = await client.post(f"/v1/schedules/{s.id}/trigger")
     assert r.status_code == 401
-    r = await client.post(
-        f"/v1/schedules/{s.id}/trigger", headers=auth(scopes=("schedules:read",))
-    )
+    r = await client.post(f"/v1/schedules/{s.id}/trigger", headers=auth(scopes=("schedules:read",)))
     assert r.status_code == 403
     r = await client.get(f"/v1/schedules/{s.id}/runs?status=bogus", headers=auth())
     assert r.status_code == 422

@@ -11,11 +11,13 @@ from prometheus_client import CollectorRegistry
 
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
+from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.bootstrap import Container, rotation_grace
 from scheduler.entrypoints.api import health, schedules
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from scheduler.entrypoints.api.problems import install_problem_handlers
+from scheduler.entrypoints.api.runs import install_runs
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -54,8 +56,16 @@ def create_app(
     return app
 
 
-def app_from_container(container: Container, *, migrate_on_start: bool = False) -> FastAPI:
-    """The app wired to a bootstrap Container; the engine is disposed on shutdown."""
+def app_from_container(
+    container: Container,
+    *,
+    migrate_on_start: bool = False,
+    wake: Callable[[], None] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> FastAPI:
+    """The app wired to a bootstrap Container; the engine is disposed on shutdown. `wake` tells
+    an in-process dispatcher that a run was triggered; `registry` shares /metrics with workers
+    running in the same process (role `all`)."""
     ctx = ApiContext(
         uow_factory=container.uow_factory,
         clock=container.clock,
@@ -64,12 +74,14 @@ def app_from_container(container: Container, *, migrate_on_start: bool = False) 
         check_database=container.check_database,
         allow_private_networks=container.settings.webhook_allow_private_networks,
         rotation_grace=rotation_grace(container.settings),
-        metrics=Metrics(CollectorRegistry()),
+        metrics=Metrics(registry or CollectorRegistry()),
     )
-    return create_app(
+    app = create_app(
         ctx,
         container.verifier,
         max_request_bytes=container.settings.max_request_bytes,
         on_startup=[container.migrate] if migrate_on_start else [],
         on_shutdown=[container.aclose],
     )
+    install_runs(app, SqlRunStore(container.engine, container.secret_box), container.clock, wake)
+    return app

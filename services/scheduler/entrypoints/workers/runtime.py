@@ -11,7 +11,6 @@ the queue-depth gauge.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -84,13 +83,19 @@ class WorkerRuntime:
         self._stopped = asyncio.Event()
 
     @classmethod
-    def from_container(cls, container: Container, **kwargs: object) -> WorkerRuntime:
+    def from_container(
+        cls,
+        container: Container,
+        *,
+        registry: CollectorRegistry | None = None,
+        tenants: TenantStatus | None = None,
+    ) -> WorkerRuntime:
         s = container.settings
         options = WorkerOptions(
             dispatch=DispatchSettings(concurrency=s.dispatch_concurrency),
             planning=PlanningSettings(lookahead=timedelta(seconds=s.planner_lookahead_seconds)),
         )
-        return cls(container, options=options, **kwargs)  # type: ignore[arg-type]
+        return cls(container, options=options, registry=registry, tenants=tenants)
 
     def wake(self) -> None:
         self.dispatcher.wake()
@@ -101,6 +106,9 @@ class WorkerRuntime:
         if self.options.dispatcher:
             self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._depth_loop(), name="queue-depth"))
+        # Other workers from the composition root (e.g. the outbox relay): run until cancelled.
+        for factory in self.container.workers:
+            self._tasks.append(asyncio.create_task(factory(self.container).run(), name="worker"))
         try:
             await self._stopped.wait()
         finally:
@@ -123,5 +131,4 @@ class WorkerRuntime:
             except Exception as exc:
                 if not _is_transient(exc):
                     raise
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(QUEUE_DEPTH_PERIOD_SECONDS)
+            await asyncio.sleep(QUEUE_DEPTH_PERIOD_SECONDS)
