@@ -98,12 +98,11 @@ def apply_suspension_event(
         if at == current.status_time and (current.suspended or not suspended):
             return None  # same instant: suspension wins; same kind: a duplicate
     if suspended:
+        since: datetime | None = at
         if current is not None and (current.suspended or current.status_time == at):
             # Still (or, at the same instant as its reinstatement, again) suspended: the
             # suspension began at the earlier start.
             since = current.suspended_since or at
-        else:
-            since = at
         return SuspensionState(True, at, event_id, since)
     since = current.suspended_since if current is not None else None
     return SuspensionState(False, at, event_id, since)

@@ -14,6 +14,8 @@ Applying (the consumer calls `apply_events` once per polled batch, in ONE transa
 - An envelope of another type is recorded as processed and ignored; an event with invalid limits
   is recorded as processed, logged and ignored (one bad event must not stall the topic).
 
+This module does not import service_layer.schedules, so the schedule use cases may call it.
+
 Enforcing (the API and workers call these; each raises service_layer.errors.QuotaExceeded or
 TenantSuspended, which the API maps to problem+json):
 - `check_create` / `check_update` / `check_resume`: max_schedules (live count), min_interval_seconds
@@ -38,7 +40,6 @@ from scheduler.domain.ids import stable_id
 from scheduler.domain.occurrences import Recurrence
 from scheduler.domain.policies import ScheduleState
 from scheduler.domain.schedule import Schedule
-from scheduler.domain.tenant import apply_entitlements_event as _entitlements_after
 from scheduler.domain.tenant import (
     DEFAULT_ENTITLEMENTS,
     ENTITLEMENTS_UPDATED,
@@ -62,8 +63,8 @@ from scheduler.domain.tenant import (
     quota_day,
     runs_remaining,
 )
+from scheduler.domain.tenant import apply_entitlements_event as _entitlements_after
 from scheduler.service_layer.errors import QuotaExceeded, ServiceError
-from scheduler.service_layer.schedules import TenantLimits
 from scheduler.service_layer.unit_of_work import ListFilter, UnitOfWork
 
 log = logging.getLogger("scheduler.tenant_state")
@@ -92,9 +93,9 @@ class TenantSuspended(ServiceError):
 class TenantRepository(abc.ABC):
     """The projections' storage, in the unit of work's transaction.
 
-    `status` / `entitlements` with `lock=True` lock the row until commit (PostgreSQL: FOR UPDATE)
-    so two consumers of one tenant serialise; `insert_*_if_absent` return False when a concurrent writer created the row
-    first (the caller then locks and re-applies).
+    `status` / `entitlements` with `lock=True` lock the row until commit (PostgreSQL: FOR
+    UPDATE) so two consumers of one tenant serialise; `insert_*_if_absent` return False when a
+    concurrent writer created the row first (the caller then locks and re-applies).
     """
 
     @abc.abstractmethod
@@ -106,7 +107,9 @@ class TenantRepository(abc.ABC):
     ) -> bool: ...
 
     @abc.abstractmethod
-    async def update_status(self, tenant_id: str, state: SuspensionState, now: datetime) -> None: ...
+    async def update_status(
+        self, tenant_id: str, state: SuspensionState, now: datetime
+    ) -> None: ...
 
     @abc.abstractmethod
     async def entitlements(
@@ -126,6 +129,10 @@ class TenantRepository(abc.ABC):
     @abc.abstractmethod
     async def mark_processed(self, event_id: str, now: datetime) -> bool:
         """Record an event id; False if it was already recorded (a duplicate)."""
+
+    @abc.abstractmethod
+    async def prune_processed(self, before: datetime, limit: int) -> int:
+        """Forget up to `limit` event ids processed before `before`; how many were forgotten."""
 
     @abc.abstractmethod
     async def count_runs(self, tenant_id: str, start: datetime, end: datetime) -> int:
@@ -169,7 +176,9 @@ def _event_time(event: Mapping[str, Any]) -> datetime:
     return value
 
 
-async def apply_platform_event(uow: TenantUnitOfWork, event: Mapping[str, Any], now: datetime) -> bool:
+async def apply_platform_event(
+    uow: TenantUnitOfWork, event: Mapping[str, Any], now: datetime
+) -> bool:
     """Apply one `tenant.suspended` / `tenant.reinstated` inside an open unit of work; True when
     it changed the projection."""
     tenant_id = str(event["tenant_id"])
@@ -374,28 +383,6 @@ async def entitlements_for(
     return effective_entitlements(record, defaults)
 
 
-async def tenant_limits(
-    uow: TenantUnitOfWork, tenant_id: str, defaults: Entitlements = DEFAULT_ENTITLEMENTS
-) -> TenantLimits:
-    """The schedule use cases' TenantLimits from the projection (opens its own transaction)."""
-    async with uow:
-        ent = await entitlements_for(uow, tenant_id, defaults)
-    return to_tenant_limits(ent)
-
-
-def to_tenant_limits(ent: Entitlements) -> TenantLimits:
-    return TenantLimits(**ent.as_dict())
-
-
-def entitlements_of(limits: TenantLimits) -> Entitlements:
-    return Entitlements(
-        max_schedules=limits.max_schedules,
-        min_interval_seconds=limits.min_interval_seconds,
-        max_runs_per_day=limits.max_runs_per_day,
-        max_payload_bytes=limits.max_payload_bytes,
-    )
-
-
 def check_definition(ent: Entitlements, *, cron: str, timezone: str, payload: Any) -> None:
     """min_interval_seconds (from the engine, never by parsing strings) and max_payload_bytes."""
     _raise(check_payload_bytes(ent, payload_bytes(payload)))
@@ -465,10 +452,7 @@ __all__ = [
     "check_update",
     "ensure_writable",
     "entitlements_for",
-    "entitlements_of",
     "is_suspended_at",
     "pause_over_limit",
     "runs_allowed_today",
-    "tenant_limits",
-    "to_tenant_limits",
 ]

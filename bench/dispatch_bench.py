@@ -1,0 +1,373 @@
+"""Dispatch throughput and scheduling lag, through the service's own worker loop (DESIGN §10).
+
+- throughput: N runs due at once (10,000; quick 2,000), delivered by `Dispatcher.run()` (claim
+  batches, concurrent signed POSTs, batched settles) to a loopback receiver in another process,
+  vs a floor script in the same run (claim 100 with SKIP LOCKED, signed POSTs, insert attempts,
+  mark done, commit; batch after batch). Peak RSS of this process after the phase.
+- lag: p50/p99/max of (first attempt start - scheduled_for) with 1,000 and 10,000 schedules
+  (quick: 1,000 only) firing at the same instant, planner + dispatcher (`WorkerRuntime`).
+PostgreSQL when BENCH_POSTGRES_URL or TEST_POSTGRES_URL is set (fresh database), and SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import sqlalchemy as sa
+from pydantic import SecretStr
+from sqlalchemy.engine import make_url
+
+from authclient import AuthSettings
+from scheduler.adapters.db.migrate import upgrade
+from scheduler.adapters.db.run_tables import delivery_attempts, runs
+from scheduler.adapters.db.tables import schedules
+from scheduler.bootstrap import Container, bootstrap, utc_now
+from scheduler.config import SchedulerSettings
+from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
+from scheduler.service_layer.dispatch_service import DispatchSettings
+from scheduler.service_layer.planning_service import PlanningSettings
+from webhookdeliver import sign
+
+SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
+KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
+RECEIVER = """
+import sys
+from aiohttp import web
+async def ok(request):
+    await request.read()
+    return web.Response(text="ok")
+app = web.Application()
+app.router.add_post("/{tail:.*}", ok)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def _receiver() -> AsyncIterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", RECEIVER, str(port)])
+    try:
+        async with aiohttp.ClientSession() as s:
+            for _ in range(100):
+                try:
+                    async with s.post(f"http://127.0.0.1:{port}/ok", data=b"{}") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/hook"
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+@asynccontextmanager
+async def _databases() -> AsyncIterator[list[tuple[str, str]]]:
+    out: list[tuple[str, str]] = []
+    tmp = tempfile.TemporaryDirectory()
+    out.append(("sqlite", f"sqlite+aiosqlite:///{Path(tmp.name) / 'bench.db'}"))
+    base = os.environ.get("BENCH_POSTGRES_URL") or os.environ.get("TEST_POSTGRES_URL")
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = None
+    if base:
+        u = make_url(base)
+        admin = u.set(drivername="postgresql", database="postgres").render_as_string(False)
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+        out.insert(0, ("postgres", u.set(database=name).render_as_string(False)))
+    try:
+        yield out
+    finally:
+        tmp.cleanup()
+        if admin:
+            conn = await asyncpg.connect(admin)
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await conn.close()
+
+
+def _container(url: str) -> Container:
+    settings = SchedulerSettings(
+        database_url=url,
+        secret_key=SecretStr(KEY),
+        auth_hs256_key=SecretStr("bench-key-" + "x" * 40),
+        webhook_allow_private_networks=True,
+    )
+    return bootstrap(settings, auth_settings=AuthSettings(AUTH_HS256_KEY=SecretStr("x" * 40)))
+
+
+async def _reset(c: Container) -> None:
+    async with c.engine.begin() as conn:
+        for t in (delivery_attempts, runs, schedules):
+            await conn.execute(sa.delete(t))
+
+
+async def _add_schedules(
+    c: Container, url: str, n: int, next_run_at: datetime | None, tenants: int = 10
+) -> list[str]:
+    now = utc_now()
+    rows = []
+    for i in range(n):
+        sid = f"sch_B{i:025d}"
+        rows.append(
+            {
+                "id": sid,
+                "tenant_id": f"tenant-{i % tenants}",
+                "name": f"bench-{i}",
+                "cron": "* * * * *",
+                "timezone": "UTC",
+                "action": "webhook",
+                "target": {"url": url, "headers": {}, "timeout_seconds": 10},
+                "payload": {"i": i},
+                "retry_policy": {
+                    "max_attempts": 3,
+                    "initial_backoff_seconds": 10.0,
+                    "max_backoff_seconds": 60.0,
+                    "multiplier": 2.0,
+                    "max_retry_duration_seconds": 3600.0,
+                },
+                "misfire_policy": "fire_all",
+                "overlap_policy": "allow",
+                "breaker": {"failure_threshold": 5},
+                "state": "active",
+                "paused_reason": None,
+                "next_run_at": next_run_at,
+                "created_at": now,
+                "updated_at": now,
+                "deleted_at": None,
+                "version": 1,
+                "consecutive_failures": 0,
+                "secret_ciphertext": c.secret_box.encrypt(SECRET, associated=sid),
+                "previous_secret_ciphertext": None,
+                "previous_secret_expires_at": None,
+            }
+        )
+    async with c.engine.begin() as conn:
+        for i in range(0, n, 2000):
+            await conn.execute(sa.insert(schedules), rows[i : i + 2000])
+    return [r["id"] for r in rows]
+
+
+async def _add_due_runs(c: Container, schedule_ids: list[str], n: int) -> None:
+    now = utc_now()
+    rows = []
+    for i in range(n):
+        sid = schedule_ids[i % len(schedule_ids)]
+        rows.append(
+            {
+                "id": f"run_B{i:025d}",
+                "tenant_id": f"tenant-{(i % len(schedule_ids)) % 10}",
+                "schedule_id": sid,
+                "scheduled_for": now,
+                "trigger": "manual",
+                "status": "pending",
+                "skip_reason": None,
+                "attempt_count": 0,
+                "next_attempt_at": now,
+                "started_at": None,
+                "finished_at": None,
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "payload": {"i": i},
+                "created_at": now,
+            }
+        )
+    async with c.engine.begin() as conn:
+        for i in range(0, n, 2000):
+            await conn.execute(sa.insert(runs), rows[i : i + 2000])
+
+
+async def _count_open(c: Container) -> int:
+    async with c.engine.connect() as conn:
+        q = sa.select(sa.func.count()).select_from(runs).where(runs.c.status != "succeeded")
+        return int((await conn.execute(q)).scalar_one())
+
+
+async def _service_throughput(c: Container, n: int) -> float:
+    runtime = WorkerRuntime(
+        c,
+        options=WorkerOptions(
+            dispatch=DispatchSettings(concurrency=128, per_key_limit=128, claim_batch=100),
+            planner=False,
+        ),
+    )
+    started = time.perf_counter()
+    task = asyncio.create_task(runtime.run())
+    while runtime.metrics.settled_runs._value.get() < n:
+        await asyncio.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    await runtime.stop(5)
+    await task
+    assert await _count_open(c) == 0
+    return n / elapsed
+
+
+async def _floor_throughput(c: Container, url: str, n: int) -> float:
+    """The minimum per run with the same libraries, batch after batch."""
+    started = time.perf_counter()
+    done = 0
+    conn_kw: dict[str, Any] = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100, **conn_kw)) as http:
+        while done < n:
+            now = utc_now()
+            async with c.engine.begin() as conn:
+                due = (
+                    sa.select(runs.c.id)
+                    .where(runs.c.status == "pending")
+                    .where(runs.c.next_attempt_at <= now)
+                    .limit(100)
+                    .with_for_update(skip_locked=True)
+                )
+                claimed = list(
+                    await conn.execute(
+                        sa.update(runs)
+                        .where(runs.c.id.in_(due.scalar_subquery()))
+                        .values(status="in_progress")
+                        .returning(runs.c.id, runs.c.payload)
+                    )
+                )
+            if not claimed:
+                break
+
+            async def post(run_id: str, payload: Any) -> tuple[str, int, float]:
+                body = json.dumps(payload).encode()
+                ts = int(time.time())
+                t0 = time.perf_counter()
+                headers = {
+                    "X-Webhook-Id": run_id,
+                    "X-Timestamp": str(ts),
+                    "X-Signature": sign(SECRET, run_id, ts, body),
+                    "Content-Type": "application/json",
+                }
+                async with http.post(url, data=body, headers=headers) as r:
+                    await r.read()
+                    return run_id, r.status, (time.perf_counter() - t0) * 1000
+
+            results = await asyncio.gather(*(post(r.id, r.payload) for r in claimed))
+            finished = utc_now()
+            async with c.engine.begin() as conn:
+                await conn.execute(
+                    sa.insert(delivery_attempts),
+                    [
+                        {
+                            "run_id": rid,
+                            "number": 1,
+                            "started_at": now,
+                            "duration_ms": int(ms),
+                            "status_code": status,
+                            "error_kind": None,
+                            "error_message": None,
+                            "response_excerpt": None,
+                        }
+                        for rid, status, ms in results
+                    ],
+                )
+                await conn.execute(
+                    sa.update(runs).where(runs.c.id == sa.bindparam("b_id")),
+                    [
+                        {"b_id": rid, "status": "succeeded", "finished_at": finished}
+                        for rid, _, _ in results
+                    ],
+                )
+            done += len(claimed)
+    return done / (time.perf_counter() - started)
+
+
+async def _lag(c: Container, url: str, n: int) -> dict[str, Any]:
+    """n schedules whose next occurrence is the same instant, a few seconds ahead."""
+    lags: list[float] = []
+    fire_at = utc_now() + timedelta(seconds=6)
+    await _add_schedules(c, url, n, fire_at)
+    runtime = WorkerRuntime(
+        c,
+        options=WorkerOptions(
+            dispatch=DispatchSettings(concurrency=128, per_key_limit=128),
+            planning=PlanningSettings(lookahead=timedelta(seconds=10)),
+        ),
+    )
+    original = runtime.metrics.first_attempt_lag
+
+    def record(seconds: float) -> None:
+        lags.append(seconds)
+        original(seconds)
+
+    runtime.dispatcher.observer.first_attempt_lag = record  # type: ignore[method-assign]
+    task = asyncio.create_task(runtime.run())
+    deadline = time.monotonic() + 120
+    while len(lags) < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await runtime.stop(5)
+    await task
+    lags.sort()
+    return {
+        "schedules": n,
+        "delivered": len(lags),
+        "lag_p50_s": round(lags[len(lags) // 2], 3) if lags else None,
+        "lag_p99_s": round(lags[int(len(lags) * 0.99) - 1], 3) if lags else None,
+        "lag_max_s": round(lags[-1], 3) if lags else None,
+        "lag_min_s": round(lags[0], 3) if lags else None,
+    }
+
+
+async def _run(quick: bool) -> dict[str, Any]:
+    n = 2_000 if quick else 10_000
+    report: dict[str, Any] = {"runs": n}
+    async with _receiver() as url, _databases() as dbs:
+        for backend, db in dbs:
+            await upgrade(db)
+            c = _container(db)
+            try:
+                out: dict[str, Any] = {}
+                ids = await _add_schedules(c, url, 100, None)
+                await _add_due_runs(c, ids, n)
+                out["service_runs_per_s"] = round(await _service_throughput(c, n), 1)
+                out["peak_rss_mib"] = round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+                )
+                await _reset(c)
+                ids = await _add_schedules(c, url, 100, None)
+                await _add_due_runs(c, ids, n)
+                out["floor_runs_per_s"] = round(await _floor_throughput(c, url, n), 1)
+                out["ratio_to_floor"] = round(
+                    out["service_runs_per_s"] / out["floor_runs_per_s"], 2
+                )
+                out["lag"] = []
+                for size in (1_000,) if quick else (1_000, 10_000):
+                    await _reset(c)
+                    out["lag"].append(await _lag(c, url, size))
+                report[backend] = out
+            finally:
+                await c.aclose()
+    return report
+
+
+def run(quick: bool) -> dict[str, Any]:
+    return asyncio.run(_run(quick))
+
+
+if __name__ == "__main__":
+    print(json.dumps(run("--quick" in sys.argv), indent=2))

@@ -1,0 +1,117 @@
+"""Tenant-state fixtures: the tenant unit of work on a migrated database (SQLite and PostgreSQL,
+from tests/scheduler/conftest.py's `database_url`), a settable clock and event builders."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from eventbus import envelope
+from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.tables import outbox
+from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.policies import Action
+from scheduler.domain.schedule import Schedule, Target
+from scheduler.service_layer import schedules as schedule_svc
+from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
+
+T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
+SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
+_ids = itertools.count(1)
+
+
+class ManualClock:
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> datetime:
+        self.now += timedelta(**kw)
+        return self.now
+
+
+@pytest.fixture
+def mclock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    e = create_engine(database_url)
+    yield e
+    await e.dispose()
+
+
+@pytest.fixture
+def uows(engine: AsyncEngine) -> SqlTenantUnitOfWorkFactory:
+    return SqlTenantUnitOfWorkFactory(
+        session_factory(engine), SecretBox([base64.urlsafe_b64decode(b"k" * 43 + b"=")])
+    )
+
+
+def event_id() -> str:
+    return f"evt_test_{next(_ids):06d}"
+
+
+def platform_event(
+    kind: str, tenant: str, at: datetime, *, id_: str | None = None
+) -> dict[str, Any]:
+    return envelope(id=id_ or event_id(), type=f"tenant.{kind}", tenant_id=tenant, time=at, data={})
+
+
+def entitlements_event(
+    tenant: str, at: datetime, limits: dict[str, Any], *, id_: str | None = None
+) -> dict[str, Any]:
+    return envelope(
+        id=id_ or event_id(),
+        type="entitlements.updated",
+        tenant_id=tenant,
+        time=at,
+        data={"limits": limits},
+    )
+
+
+async def add_schedule(
+    uows: SqlTenantUnitOfWorkFactory,
+    clock: ManualClock,
+    *,
+    tenant: str = "tenant-a",
+    name: str = "s",
+    cron: str = "*/5 * * * *",
+    payload: Any = None,
+    limits: TenantLimits | None = None,
+) -> Schedule:
+    spec = ScheduleSpec(
+        name=name,
+        cron=cron,
+        timezone="UTC",
+        action=Action.WEBHOOK,
+        target=Target(url="https://example.com/hook"),
+        payload={"job": name} if payload is None else payload,
+    )
+    created = await schedule_svc.create_schedule(
+        uows(),
+        spec,
+        tenant_id=tenant,
+        clock=clock,
+        new_secret=lambda: SECRET,
+        limits=limits or TenantLimits(max_schedules=10_000),
+    )
+    clock.advance(seconds=1)  # distinct created_at: the downgrade orders by it
+    return created.schedule
+
+
+async def outbox_rows(engine: AsyncEngine) -> list[dict[str, Any]]:
+    async with engine.connect() as conn:
+        rows = (await conn.execute(sa.select(outbox).order_by(outbox.c.id))).mappings().all()
+    return [dict(r) for r in rows]
