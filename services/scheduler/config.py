@@ -63,6 +63,20 @@ class SchedulerSettings(BaseSettings):
         60, ge=1, le=3600, validation_alias="SCHEDULER_PLANNER_LOOKAHEAD_SECONDS"
     )
 
+    # Outbox relay (DESIGN §9); unset keeps the relay's defaults (adapters/events/outbox_relay.py).
+    outbox_batch_size: int | None = Field(
+        None, ge=1, le=10_000, validation_alias="SCHEDULER_OUTBOX_BATCH_SIZE"
+    )
+    outbox_poll_interval_seconds: float | None = Field(
+        None, gt=0, le=3600, validation_alias="SCHEDULER_OUTBOX_POLL_INTERVAL_SECONDS"
+    )
+    outbox_retention_seconds: float | None = Field(
+        None, ge=0, le=366 * 86_400, validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS"
+    )
+    outbox_retry_max_seconds: float | None = Field(
+        None, ge=0.5, le=3600, validation_alias="SCHEDULER_OUTBOX_RETRY_MAX_SECONDS"
+    )
+
     # Rotation: how long the previous webhook secret keeps signing alongside the new one.
     secret_rotation_grace_seconds: int = Field(
         86_400, ge=0, le=30 * 86_400, validation_alias="SCHEDULER_SECRET_ROTATION_GRACE_SECONDS"

@@ -46,6 +46,26 @@ def clock() -> StepClock:
     return StepClock()
 
 
+T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
+
+
+class ManualClock:
+    """Returns `now` until moved; never reads the wall clock."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> datetime:
+        self.now += timedelta(**kw)
+        return self.now
+
+    def set(self, when: datetime) -> None:
+        self.now = when
+
+
 def token(tenant: str, scopes: tuple[str, ...] = ALL_SCOPES) -> str:
     return mint_token(HS256_KEY, tenant_id=tenant, scopes=scopes, ttl_seconds=3600)
 

@@ -2,10 +2,11 @@
 
 `--dev` generates missing keys under ./var (0600) and migrates the database on start; without it
 a missing key refuses start with one line naming it, and migrations are `scheduler migrate`'s job.
-`--role worker` runs the planner and the dispatcher (plus any `Container.workers`, e.g. the outbox
-relay) and serves /healthz, /readyz, /metrics; `api` only the HTTP API; `all` (default) both in
-one process, the API waking the in-process dispatcher on trigger/replay. SIGTERM: stop claiming,
-finish in-flight runs within `--grace` seconds, release the rest, then stop.
+`--role worker` runs the planner, the dispatcher, the outbox relay and the tenant-state consumer
+(plus any `Container.workers`) and serves /healthz, /readyz, /metrics; `api` only the HTTP API;
+`all` (default) both in one process, the API waking the in-process dispatcher on trigger/replay.
+SIGTERM: stop claiming, finish in-flight runs within `--grace` seconds, release the rest, then
+stop.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from eventbus import InProcessBus
 from scheduler.bootstrap import Container, bootstrap
 from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
@@ -40,10 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build(dev: bool) -> Container | str:
-    """The container, or the one-line reason it cannot be built."""
+def build(dev: bool, *, bus: InProcessBus | None = None) -> Container | str:
+    """The container, or the one-line reason it cannot be built. `bus`: the in-process bus to
+    publish to without Kafka (the embedded default shares one with notification)."""
     try:
-        return bootstrap(dev=dev)
+        return bootstrap(dev=dev, bus=bus)
     except MissingSetting as exc:
         return str(exc)
     except ValidationError as exc:

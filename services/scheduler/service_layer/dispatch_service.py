@@ -6,7 +6,9 @@ A continuous pipeline, never batch-and-wait (so one slow tenant endpoint cannot 
         ^                                                                              |
         +---------------------- capacity freed / wake-up ------------------------------+
 
-- The claim loop claims up to `claim_batch` runs whenever fewer than `max_claimed` runs are held,
+- The claim loop claims up to `claim_batch` runs whenever at least `refill_room` fewer than
+  `max_claimed` runs are held (so claims stay large while slots stay busy), tenants taking turns
+  (the store's claim is tenant-fair, and attempts start in tenant round-robin order),
   and otherwise sleeps until the earliest due time (probed from the database), a wake-up (the
   in-process planner or the API signal new work) or `idle_poll_seconds` at most (runs inserted by
   other processes). A pending run is due at scheduled_for, so first attempts start within about
@@ -37,7 +39,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -100,6 +102,14 @@ class DispatchSettings:
     @property
     def held_limit(self) -> int:
         return self.max_claimed or 2 * self.concurrency
+
+    @property
+    def refill_room(self) -> int:
+        """Claim again only once this many runs can be taken: half the runs held beyond the
+        attempt slots (at least 1, at most half a claim batch). Fewer, larger claims cost less
+        per run, and the runs still held keep every slot busy meanwhile."""
+        spare = self.held_limit - self.concurrency
+        return max(1, min(self.claim_batch, spare) // 2)
 
 
 def backoff_of(spec: DeliverySpec) -> BackoffPolicy:
@@ -201,7 +211,8 @@ class Dispatcher:
             ]
             overlapped = await tx.earlier_unfinished(candidates)
             await tx.commit()
-        for run in claimed:
+        keys: dict[str, str] = {}  # schedule id -> endpoint key, computed once per claim
+        for run in tenant_round_robin(claimed):
             held = _Held(run, owner)
             self._held[run.id] = held
             spec = specs.get(run.schedule_id)
@@ -210,7 +221,10 @@ class Dispatcher:
                 run.skip(reason or SkipReason.SCHEDULE_DELETED, now, owner=owner)
                 self._queue.put_nowait(Completion.of(run, owner))
                 continue
-            held.task = asyncio.create_task(self._attempt(run, spec, owner))
+            key = keys.get(spec.schedule_id)
+            if key is None:
+                key = keys[spec.schedule_id] = self.performer.concurrency_key(spec)
+            held.task = asyncio.create_task(self._attempt(run, spec, owner, key))
         return len(claimed), asked
 
     def _skip_reason(
@@ -233,8 +247,7 @@ class Dispatcher:
             sem = self._key_slots[key] = asyncio.Semaphore(self.settings.per_key_limit)
         return sem
 
-    async def _attempt(self, run: Run, spec: DeliverySpec, owner: str) -> None:
-        key = self.performer.concurrency_key(spec)
+    async def _attempt(self, run: Run, spec: DeliverySpec, owner: str, key: str) -> None:
         key_slot = self._key_slot(key)
         self._key_users[key] = self._key_users.get(key, 0) + 1
         try:
@@ -332,7 +345,7 @@ class Dispatcher:
         delay = self.settings.db_retry_initial_seconds
         try:
             while not self._stopping:
-                if len(self._held) >= self.settings.held_limit:
+                if self.settings.held_limit - len(self._held) < self.settings.refill_room:
                     await self._sleep(self.settings.idle_poll_seconds)
                     continue
                 try:
@@ -439,6 +452,25 @@ class Dispatcher:
             t.cancel()
         await asyncio.gather(*self._side_tasks, return_exceptions=True)
         self._side_tasks = []
+
+
+def tenant_round_robin(claimed: Sequence[Run]) -> list[Run]:
+    """Start attempts one tenant at a time in turn (each tenant's runs oldest first), so one
+    tenant's many runs in a claim do not all take the slots before another tenant's."""
+    by_tenant: dict[str, list[Run]] = {}
+    for run in sorted(claimed, key=_due_order):
+        by_tenant.setdefault(run.tenant_id, []).append(run)
+    if len(by_tenant) <= 1:
+        return list(claimed) if not by_tenant else next(iter(by_tenant.values()))
+    queues = list(by_tenant.values())
+    out: list[Run] = []
+    for turn in range(max(len(q) for q in queues)):
+        out.extend(q[turn] for q in queues if turn < len(q))
+    return out
+
+
+def _due_order(run: Run) -> tuple[datetime, str]:
+    return (run.next_attempt_at or run.scheduled_for, run.id)
 
 
 def _outcome_label(outcome: AttemptOutcome) -> str:

@@ -6,6 +6,10 @@ the runs (planned duplicates ignored by the unique key) and advance `next_run_at
 together. A crash before commit plans nothing; after commit, everything. `more_due` (a schedule
 with more occurrences than one pass materialises, or a full batch) makes the caller plan again
 at once.
+
+With a tenant projection (`tenants`), suspended tenants' occurrences are skipped and each
+tenant's `max_runs_per_day` budget (its non-skipped runs in the UTC day, counted in the same
+transaction) turns pending runs beyond it into `skipped` (`quota`).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from scheduler.domain.occurrences import Recurrence
 from scheduler.domain.planning import (
     DEFAULT_MAX_PER_PASS,
     DEFAULT_MISFIRE_GRACE,
+    PlanningDecision,
     PlanState,
     plan_occurrences,
 )
 from scheduler.domain.policies import OverlapPolicy
 from scheduler.domain.run import Run, RunStatus
-from scheduler.service_layer.run_ports import NeverSuspended, RunStore, TenantStatus
+from scheduler.domain.tenant import quota_day, runs_remaining
+from scheduler.service_layer.run_ports import NeverSuspended, RunStore, RunTx, TenantStatus
 
 Clock = Callable[[], datetime]
 DEFAULT_BATCH = 500  # schedules per transaction: bounds lock time and statement size
@@ -76,6 +82,11 @@ async def plan_due(
             return PlanningReport(0, 0, None, False)
         needs_overlap = [s.id for s in due if s.overlap_policy is OverlapPolicy.SKIP]
         unfinished = await tx.unfinished_schedule_ids(needs_overlap)
+        budgets = (
+            await _DailyBudgets.load(tx, tenant_status, [s.tenant_id for s in due], now, cfg)
+            if tenants is not None
+            else None
+        )
         new_runs: list[Run] = []
         updates: list[tuple[str, datetime | None]] = []
         more_due = len(due) >= cfg.batch
@@ -87,20 +98,23 @@ async def plan_due(
                 # rather than failing every pass for every tenant.
                 updates.append((s.id, None))
                 continue
-            decision = plan_occurrences(
-                PlanState(
-                    next_run_at=s.next_run_at,
-                    misfire_policy=s.misfire_policy,
-                    overlap_policy=s.overlap_policy,
-                    previous_run_unfinished=s.id in unfinished,
-                ),
+            plan = partial(
+                plan_occurrences,
                 now=now,
                 next_after=recurrence.next_after,
-                lookahead=cfg.lookahead,
                 misfire_grace=cfg.misfire_grace,
-                max_per_pass=cfg.max_per_pass,
                 tenant_suspended_at=partial(_suspended, tenant_status, s.tenant_id),
             )
+            state = PlanState(
+                next_run_at=s.next_run_at,
+                misfire_policy=s.misfire_policy,
+                overlap_policy=s.overlap_policy,
+                previous_run_unfinished=s.id in unfinished,
+            )
+            if budgets is None:
+                decision = plan(state, lookahead=cfg.lookahead, max_per_pass=cfg.max_per_pass)
+            else:
+                decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
             for occurrence in decision.occurrences:
                 payload = s.payload if occurrence.status is RunStatus.PENDING else None
                 new_runs.append(
@@ -115,6 +129,79 @@ async def plan_due(
         await tx.commit()
     pending = [r.scheduled_for for r in new_runs if r.status is RunStatus.PENDING]
     return PlanningReport(len(due), inserted, min(pending) if pending else None, more_due)
+
+
+class _DailyBudgets:
+    """max_runs_per_day at planning (DESIGN §6, issue 8): each tenant's remaining runs in the UTC
+    quota day of `now` and, when the look-ahead crosses midnight, of the next day. A pass plans
+    up to the day's end with today's budget, then the rest of the look-ahead with tomorrow's, so
+    no run is charged to the wrong day and the planner never stalls before midnight."""
+
+    def __init__(self, today_end: datetime, today: dict[str, int], tomorrow: dict[str, int]):
+        self.today_end = today_end
+        self.today = today
+        self.tomorrow = tomorrow
+
+    @classmethod
+    async def load(
+        cls,
+        tx: RunTx,
+        tenants: TenantStatus,
+        tenant_ids: list[str],
+        now: datetime,
+        cfg: PlanningSettings,
+    ) -> _DailyBudgets:
+        ids = sorted(set(tenant_ids))
+        start, end = quota_day(now)
+        used = await tx.count_runs_by_tenant(ids, start, end)
+        today = {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
+        tomorrow: dict[str, int] = {}
+        if now + cfg.lookahead >= end:
+            used = await tx.count_runs_by_tenant(ids, end, quota_day(end)[1])
+            tomorrow = {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
+        return cls(end, today, tomorrow)
+
+    def plan(
+        self,
+        tenant_id: str,
+        state: PlanState,
+        plan: Callable[..., PlanningDecision],
+        cfg: PlanningSettings,
+        now: datetime,
+    ) -> PlanningDecision:
+        # Occurrences are whole minutes: stopping a microsecond before midnight leaves midnight
+        # itself to tomorrow's budget.
+        to_midnight = min(cfg.lookahead, self.today_end - now - _EPSILON)
+        first = plan(
+            state,
+            lookahead=to_midnight,
+            max_per_pass=cfg.max_per_pass,
+            runs_allowed_today=self.today[tenant_id],
+        )
+        self.today[tenant_id] -= first.pending_count
+        room = cfg.max_per_pass - len(first.occurrences)
+        if to_midnight == cfg.lookahead or first.more_due or first.next_run_at is None:
+            return first
+        if room < 1:
+            return PlanningDecision(first.occurrences, first.next_run_at, more_due=True)
+        second = plan(
+            PlanState(
+                next_run_at=first.next_run_at,
+                misfire_policy=state.misfire_policy,
+                overlap_policy=state.overlap_policy,
+                previous_run_unfinished=state.previous_run_unfinished or first.pending_count > 0,
+            ),
+            lookahead=cfg.lookahead,
+            max_per_pass=room,
+            runs_allowed_today=self.tomorrow[tenant_id],
+        )
+        self.tomorrow[tenant_id] -= second.pending_count
+        return PlanningDecision(
+            first.occurrences + second.occurrences, second.next_run_at, second.more_due
+        )
+
+
+_EPSILON = timedelta(microseconds=1)
 
 
 async def next_planning_at(store: RunStore, lookahead: timedelta) -> datetime | None:

@@ -29,6 +29,7 @@ from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus
 from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,13 @@ class RunTx(Protocol):
 
     async def next_schedule_due_at(self) -> datetime | None:
         """The earliest next_run_at of an active, live schedule."""
+        ...
+
+    async def count_runs_by_tenant(
+        self, tenant_ids: Sequence[str], start: datetime, end: datetime
+    ) -> dict[str, int]:
+        """Non-skipped runs per tenant with start <= scheduled_for < end (max_runs_per_day);
+        tenants without runs are absent."""
         ...
 
     # ---- dispatcher ----------------------------------------------------------------------
@@ -152,16 +160,22 @@ class RunStore(Protocol):
 
 
 class TenantStatus(Protocol):
-    """The suspension projection (DESIGN §6): was the tenant suspended at `instant`?"""
+    """The tenant projections (DESIGN §6, §9): was the tenant suspended at `instant`, and its
+    effective limits (the planner's max_runs_per_day budget)."""
 
     def suspended_at(self, tenant_id: str, instant: datetime) -> bool: ...
 
+    def entitlements(self, tenant_id: str) -> Entitlements: ...
+
 
 class NeverSuspended:
-    """Until the tenants step feeds platform-events in: no tenant is ever suspended."""
+    """No projection: no tenant is ever suspended, everyone has the default limits."""
 
     def suspended_at(self, tenant_id: str, instant: datetime) -> bool:
         return False
+
+    def entitlements(self, tenant_id: str) -> Entitlements:
+        return DEFAULT_ENTITLEMENTS
 
 
 @dataclass(frozen=True)

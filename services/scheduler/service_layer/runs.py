@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from scheduler.domain.run import Attempt, Run, Trigger
 from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import InvalidInput, NotFound
-from scheduler.service_layer.run_ports import RunPageFilter, RunStore
+from scheduler.service_layer.run_ports import RunPageFilter, RunStore, RunTx
 
 Clock = Callable[[], datetime]
 Wake = Callable[[], None]
@@ -42,17 +43,7 @@ async def trigger_run(
         schedule = await tx.schedule_for_tenant(tenant_id, schedule_id)
         if schedule is None:
             raise NotFound("schedule", schedule_id)
-        now = clock()
-        run = Run.planned(
-            tenant_id=tenant_id,
-            schedule_id=schedule_id,
-            scheduled_for=now,
-            now=now,
-            trigger=Trigger.MANUAL,
-            payload=schedule.payload,
-        )
-        await tx.insert_runs([run])
-        await tx.commit()
+        run = await _insert_now(tx, tenant_id, schedule_id, Trigger.MANUAL, schedule.payload, clock)
     if wake is not None:
         wake()
     return run
@@ -74,19 +65,27 @@ async def replay_run(
         original = await tx.get_run(tenant_id, schedule_id, run_id)
         if original is None:
             raise NotFound("run", run_id)
-        now = clock()
-        run = Run.planned(
-            tenant_id=tenant_id,
-            schedule_id=schedule_id,
-            scheduled_for=now,
-            now=now,
-            trigger=Trigger.REPLAY,
-            payload=original.payload,
-        )
-        await tx.insert_runs([run])
-        await tx.commit()
+        run = await _insert_now(tx, tenant_id, schedule_id, Trigger.REPLAY, original.payload, clock)
     if wake is not None:
         wake()
+    return run
+
+
+async def _insert_now(
+    tx: RunTx, tenant_id: str, schedule_id: str, trigger: Trigger, payload: Any, clock: Clock
+) -> Run:
+    """A run due now, outside the plan, committed."""
+    now = clock()
+    run = Run.planned(
+        tenant_id=tenant_id,
+        schedule_id=schedule_id,
+        scheduled_for=now,
+        now=now,
+        trigger=trigger,
+        payload=payload,
+    )
+    await tx.insert_runs([run])
+    await tx.commit()
     return run
 
 

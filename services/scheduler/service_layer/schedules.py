@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from scheduler.domain.policies import (
     ScheduleState,
 )
 from scheduler.domain.schedule import Schedule, ScheduleDeleted, Target
+from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import (
     DuplicateKey,
@@ -30,6 +31,7 @@ from scheduler.service_layer.errors import (
     QuotaExceeded,
     VersionMismatch,
 )
+from scheduler.service_layer.tenant_state import check_definition, check_resume
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
 
 Clock = Callable[[], datetime]
@@ -93,7 +95,13 @@ def parse_recurrence(cron: str, timezone: str) -> Recurrence:
         raise InvalidInput("timezone" if exc.field == "timezone" else "cron", str(exc)) from None
 
 
-def _check_rules(spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimits) -> None:
+def _entitlements(limits: TenantLimits) -> Entitlements:
+    return Entitlements(**asdict(limits))
+
+
+def _check_rules(
+    spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimits, now: datetime
+) -> None:
     """Cross-field and policy rules the request shape cannot express."""
     if spec.action is Action.WEBHOOK and spec.target is None:
         raise InvalidInput("target", "is required when action is 'webhook'")
@@ -103,15 +111,7 @@ def _check_rules(spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimit
         raise InvalidInput(f"retry_policy.{name}", reason)
     for name, reason in spec.breaker.problems():
         raise InvalidInput(f"breaker.{name}", reason)
-    size = len(json.dumps(spec.payload, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > limits.max_payload_bytes:
-        raise QuotaExceeded("max_payload_bytes", limits.max_payload_bytes, size)
-    # min_interval_seconds() never over-estimates the gap (engine contract), so a refusal here
-    # is never wrong. (Skipped while an engine without it is installed.)
-    min_interval = getattr(recurrence, "min_interval_seconds", None)
-    interval = min_interval() if min_interval is not None else limits.min_interval_seconds
-    if interval < limits.min_interval_seconds:
-        raise QuotaExceeded("min_interval_seconds", limits.min_interval_seconds, interval)
+    check_definition(_entitlements(limits), recurrence=recurrence, payload=spec.payload, since=now)
 
 
 def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
@@ -159,7 +159,7 @@ async def create_schedule(
     (`replayed=True`, same secret: the client may have lost the first response); the same key
     with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
     recurrence = parse_recurrence(spec.cron, spec.timezone)
-    _check_rules(spec, recurrence, limits)
+    _check_rules(spec, recurrence, limits, clock())
     for attempt in range(2):
         try:
             return await _create_once(
@@ -267,8 +267,8 @@ async def update_schedule(
         _check_version(schedule, expected_version)
         spec = ScheduleSpec(**{**_spec_fields(_spec_of(schedule)), **changes})
         recurrence = parse_recurrence(spec.cron, spec.timezone)
-        _check_rules(spec, recurrence, limits)
         now = clock()
+        _check_rules(spec, recurrence, limits, now)
         # Only a new cron/zone moves the plan position; otherwise keep it, so an occurrence the
         # planner has not reached yet is not skipped by an unrelated edit.
         if "cron" in changes or "timezone" in changes:
@@ -306,13 +306,25 @@ async def resume_schedule(
     schedule_id: str,
     expected_version: int | None,
     clock: Clock,
+    limits: TenantLimits | None = None,
 ) -> Schedule:
+    """Resume a paused schedule; refused (QuotaExceeded) while the tenant is over max_schedules
+    or the schedule itself breaks a limit (e.g. paused by a downgrade)."""
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         _check_version(schedule, expected_version)
         if schedule.state is ScheduleState.PAUSED:
             now = clock()
-            schedule.resume(parse_recurrence(schedule.cron, schedule.timezone).next_after(now), now)
+            recurrence = parse_recurrence(schedule.cron, schedule.timezone)
+            if limits is not None:
+                check_resume(
+                    _entitlements(limits),
+                    live_count=await uow.schedules.count_live(tenant_id),
+                    recurrence=recurrence,
+                    payload=schedule.payload,
+                    since=now,
+                )
+            schedule.resume(recurrence.next_after(now), now)
             await uow.schedules.save(schedule)
             await uow.commit()
         return schedule

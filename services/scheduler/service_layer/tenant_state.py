@@ -383,34 +383,75 @@ async def entitlements_for(
     return effective_entitlements(record, defaults)
 
 
-def check_definition(ent: Entitlements, *, cron: str, timezone: str, payload: Any) -> None:
-    """min_interval_seconds (from the engine, never by parsing strings) and max_payload_bytes."""
+def check_definition(
+    ent: Entitlements,
+    *,
+    cron: str | None = None,
+    timezone: str | None = None,
+    recurrence: Recurrence | None = None,
+    payload: Any,
+    since: datetime | None = None,
+) -> None:
+    """min_interval_seconds (from the engine, never by parsing strings; over the horizon from
+    `since`) and max_payload_bytes. Pass the parsed `recurrence`, or `cron` and `timezone`. The
+    engine's gap is only computed (tens of ms) when the limit is above its 60 s floor."""
     _raise(check_payload_bytes(ent, payload_bytes(payload)))
     if ent.min_interval_seconds > ENGINE_MIN_INTERVAL_SECONDS:
-        interval = Recurrence.parse(cron, timezone).min_interval_seconds()
-        _raise(check_min_interval(ent, interval))
+        if recurrence is None:
+            if cron is None or timezone is None:
+                raise TypeError("check_definition needs a recurrence, or cron and timezone")
+            recurrence = Recurrence.parse(cron, timezone)
+        _raise(check_min_interval(ent, recurrence.min_interval_seconds(since=since)))
 
 
 def check_create(
-    ent: Entitlements, *, live_count: int, cron: str, timezone: str, payload: Any
+    ent: Entitlements,
+    *,
+    live_count: int,
+    cron: str | None = None,
+    timezone: str | None = None,
+    recurrence: Recurrence | None = None,
+    payload: Any,
+    since: datetime | None = None,
 ) -> None:
     """Before creating: `live_count` is the tenant's live schedules now (the new one adds 1)."""
     _raise(check_schedule_count(ent, live_count + 1))
-    check_definition(ent, cron=cron, timezone=timezone, payload=payload)
+    check_definition(
+        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
+    )
 
 
-def check_update(ent: Entitlements, *, cron: str, timezone: str, payload: Any) -> None:
+def check_update(
+    ent: Entitlements,
+    *,
+    cron: str | None = None,
+    timezone: str | None = None,
+    recurrence: Recurrence | None = None,
+    payload: Any,
+    since: datetime | None = None,
+) -> None:
     """Before updating: the schedule's resulting cron, zone and payload."""
-    check_definition(ent, cron=cron, timezone=timezone, payload=payload)
+    check_definition(
+        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
+    )
 
 
 def check_resume(
-    ent: Entitlements, *, live_count: int, cron: str, timezone: str, payload: Any
+    ent: Entitlements,
+    *,
+    live_count: int,
+    cron: str | None = None,
+    timezone: str | None = None,
+    recurrence: Recurrence | None = None,
+    payload: Any,
+    since: datetime | None = None,
 ) -> None:
     """Before resuming: refused while the tenant is over max_schedules (paused schedules count:
     delete some first) or the schedule itself breaks a limit."""
     _raise(check_schedule_count(ent, live_count))
-    check_definition(ent, cron=cron, timezone=timezone, payload=payload)
+    check_definition(
+        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
+    )
 
 
 async def is_suspended_at(uow: TenantUnitOfWork, tenant_id: str, instant: datetime) -> bool:

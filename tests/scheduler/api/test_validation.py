@@ -130,9 +130,12 @@ async def test_quota_max_schedules_names_the_limit(client: httpx.AsyncClient, ap
             await client.post("/v1/schedules/", json=schedule_body(), headers=auth())
         ).status_code == 201
     r = await client.post("/v1/schedules/", json=schedule_body(), headers=auth())
-    assert r.status_code == 409
+    # 403: a well-formed request the tenant's plan does not allow (issue 8).
+    assert r.status_code == 403
+    assert r.json()["type"].endswith("/quota-exceeded")
     assert r.json()["limit"] == "max_schedules"
     assert r.json()["limit_value"] == 2
+    assert r.json()["current"] == 3
     # A deleted schedule stops counting.
     first = (await client.get("/v1/schedules/", headers=auth())).json()["items"][0]["id"]
     assert (await client.delete(f"/v1/schedules/{first}", headers=auth())).status_code == 204

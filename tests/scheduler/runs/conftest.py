@@ -4,7 +4,6 @@ settable clock, the SQL run store, a loopback receiver and a schedule factory.""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,29 +25,13 @@ from scheduler.domain.policies import (
 from scheduler.domain.schedule import Schedule, Target
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
-from tests.scheduler.conftest import HS256_KEY, SECRET_KEY
+from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, T0, ManualClock
+
+__all__ = ["T0", "ManualClock"]  # re-exported: the run tests import them from here
 from tests.scheduler.runs.receiver import Receiver
 from tests.support.pg import fresh_postgres_database
 
-T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAwMA=="
-
-
-class ManualClock:
-    """Returns `now` until moved; never reads the wall clock."""
-
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kw: float) -> datetime:
-        self.now += timedelta(**kw)
-        return self.now
-
-    def set(self, when: datetime) -> None:
-        self.now = when
 
 
 def make_settings(url: str, **overrides: Any) -> SchedulerSettings:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import itertools
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -22,22 +22,12 @@ from scheduler.domain.policies import Action
 from scheduler.domain.schedule import Schedule, Target
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
+from tests.scheduler.conftest import T0, ManualClock
 
-T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # a Monday, mid-minute
+__all__ = ["T0", "ManualClock"]  # re-exported: the tenant tests import them from here
+
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 _ids = itertools.count(1)
-
-
-class ManualClock:
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kw: float) -> datetime:
-        self.now += timedelta(**kw)
-        return self.now
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +29,7 @@ from scheduler.adapters.db.run_tables import (
     runs,
 )
 from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tenant_store import count_runs_by_tenant
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.adapters.db.unit_of_work import outbox_row
 from scheduler.adapters.secret_box import SecretBox
@@ -52,6 +52,11 @@ from scheduler.service_layer.run_ports import (
 
 _SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphertext")]
 _ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"  # ix_schedules_due's predicate
+# Fair claims rank tenants within the oldest `limit x 8` due runs (at least 200, at most 2,000):
+# bounded work per claim (an index range scan of the due index), whatever the backlog.
+FAIR_WINDOW_FACTOR = 8
+FAIR_WINDOW_MIN = 200
+FAIR_WINDOW_MAX = 2000
 
 
 def run_to_row(run: Run) -> dict[str, Any]:
@@ -182,21 +187,75 @@ class SqlRunTx(RunTx):
         value = (await self.conn.execute(q)).scalar()
         return _as_datetime(value)
 
+    async def count_runs_by_tenant(
+        self, tenant_ids: Sequence[str], start: datetime, end: datetime
+    ) -> dict[str, int]:
+        return await count_runs_by_tenant(self.conn, tenant_ids, start, end)
+
     # ---- dispatcher ----------------------------------------------------------------------
 
     async def claim_due(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]:
         claimed: list[Run] = []
-        due = (
-            sa.select(runs.c.id)
+        # Tenant-fair first: among the oldest due runs (a bounded window of the due index), take
+        # each tenant's oldest before anyone's second, so one tenant's burst of runs cannot all
+        # go before another tenant's. Ranking needs a window function, which cannot carry FOR
+        # UPDATE, so the chosen ids are then locked with SKIP LOCKED (and re-checked as due).
+        window = (
+            sa.select(runs.c.id, runs.c.tenant_id, runs.c.next_attempt_at)
             .where(sa.text(DUE_STATUSES_SQL))
             .where(runs.c.next_attempt_at <= now)
             .order_by(runs.c.next_attempt_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
+            .limit(min(max(limit * FAIR_WINDOW_FACTOR, FAIR_WINDOW_MIN), FAIR_WINDOW_MAX))
+            .subquery("w")
         )
-        claimed += await self._claim(due, owner, now, lease_until)
+        turn = sa.func.row_number().over(
+            partition_by=window.c.tenant_id, order_by=(window.c.next_attempt_at, window.c.id)
+        )
+        ranked = sa.select(window.c.id, window.c.next_attempt_at, turn.label("turn")).subquery("r")
+        fair = (
+            sa.select(ranked.c.id)
+            .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
+            .limit(limit)
+        )
+        chosen: sa.Select[Any]
+        if self.is_postgres:
+            # Lock the chosen runs one by one through the primary key (LATERAL), re-checked as
+            # due; and walk the due index in order, stopping at the window. Statistics are
+            # stale in exactly the case that matters (a burst of new due runs), and with them
+            # the planner would otherwise hash- or bitmap-scan EVERY due run on each claim.
+            await self.conn.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+            picks = fair.cte("picks")
+            lock = (
+                sa.select(runs.c.id)
+                .where(runs.c.id == picks.c.id)
+                .where(sa.text(DUE_STATUSES_SQL))
+                .where(runs.c.next_attempt_at <= now)
+                .with_for_update(skip_locked=True)
+                .lateral("locked")
+            )
+            chosen = sa.select(lock.c.id).select_from(picks).join(lock, sa.true())
+        else:  # one writer: nothing to lock
+            chosen = (
+                sa.select(runs.c.id)
+                .where(runs.c.id.in_(fair))
+                .where(sa.text(DUE_STATUSES_SQL))
+                .where(runs.c.next_attempt_at <= now)
+            )
+        claimed += await self._claim(chosen, owner, now, lease_until)
+        if len(claimed) < limit:
+            # Another replica locked some of the fair choice: fall back to the oldest due runs
+            # nobody holds, so replicas never idle while work is due.
+            oldest = (
+                sa.select(runs.c.id)
+                .where(sa.text(DUE_STATUSES_SQL))
+                .where(runs.c.next_attempt_at <= now)
+                .order_by(runs.c.next_attempt_at)
+                .limit(limit - len(claimed))
+                .with_for_update(skip_locked=True)
+            )
+            claimed += await self._claim(oldest, owner, now, lease_until)
         if len(claimed) < limit:
             # Runs whose worker died: their lease expired while in_progress.
             expired = (
@@ -306,7 +365,21 @@ class SqlRunTx(RunTx):
     async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
         if not attempts:
             return
-        await self.conn.execute(sa.insert(delivery_attempts), [asdict(a) for a in attempts])
+        # Plain dicts: dataclasses.asdict deep-copies every field (measurable per run).
+        rows = [
+            {
+                "run_id": a.run_id,
+                "number": a.number,
+                "started_at": a.started_at,
+                "duration_ms": a.duration_ms,
+                "status_code": a.status_code,
+                "error_kind": a.error_kind,
+                "error_message": a.error_message,
+                "response_excerpt": a.response_excerpt,
+            }
+            for a in attempts
+        ]
+        await self.conn.execute(sa.insert(delivery_attempts), rows)
 
     async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         if not schedule_ids:
@@ -337,6 +410,26 @@ class SqlRunTx(RunTx):
                 }
                 for s in changed
             ],
+        )
+
+    async def reset_consecutive_failures(self, schedule_ids: Sequence[str]) -> None:
+        """The breaker after runs that all succeeded: count back to 0, touching (and locking)
+        only schedules whose count is not 0 already, in id order like `lock_schedules`, so the
+        common case writes nothing and never waits on a schedule row."""
+        if not schedule_ids:
+            return
+        failing = (
+            sa.select(schedules.c.id)
+            .where(schedules.c.id.in_(sorted(set(schedule_ids))))
+            .where(schedules.c.consecutive_failures > 0)
+            .order_by(schedules.c.id)
+            .with_for_update()
+        )
+        await self.conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.id.in_(failing.scalar_subquery()))
+            .where(schedules.c.consecutive_failures > 0)
+            .values(consecutive_failures=0)
         )
 
     async def add_events(self, events: Sequence[DomainEvent]) -> None:

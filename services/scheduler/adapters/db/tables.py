@@ -76,3 +76,10 @@ sa.Index(
     postgresql_where=sa.text("sent_at IS NULL"),
     sqlite_where=sa.text("sent_at IS NULL"),
 )
+# Pruning of sent rows (migration 0004).
+sa.Index(
+    "ix_outbox_sent_at",
+    outbox.c.sent_at,
+    postgresql_where=sa.text("sent_at IS NOT NULL"),
+    sqlite_where=sa.text("sent_at IS NOT NULL"),
+)

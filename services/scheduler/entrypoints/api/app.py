@@ -49,7 +49,7 @@ def create_app(
     app.state.ctx = ctx
     install_problem_handlers(app)
     install_auth(app, verifier)
-    app.include_router(health.router)
+    app.include_router(health.router(ctx.check_database, ctx.metrics.registry))
     app.include_router(schedules.router)
     app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
@@ -65,7 +65,9 @@ def app_from_container(
 ) -> FastAPI:
     """The app wired to a bootstrap Container; the engine is disposed on shutdown. `wake` tells
     an in-process dispatcher that a run was triggered; `registry` shares /metrics with workers
-    running in the same process (role `all`)."""
+    running in the same process (role `all`). The tenant projections are loaded on start-up
+    (after migrating) and refreshed while the app runs: limits come from the cache, suspension
+    of writes is checked exactly."""
     ctx = ApiContext(
         uow_factory=container.uow_factory,
         clock=container.clock,
@@ -75,13 +77,15 @@ def app_from_container(
         allow_private_networks=container.settings.webhook_allow_private_networks,
         rotation_grace=rotation_grace(container.settings),
         metrics=Metrics(registry or CollectorRegistry()),
+        ensure_writable=container.ensure_writable,
     )
+    startup: list[Hook] = [container.migrate] if migrate_on_start else []
     app = create_app(
         ctx,
         container.verifier,
         max_request_bytes=container.settings.max_request_bytes,
-        on_startup=[container.migrate] if migrate_on_start else [],
-        on_shutdown=[container.aclose],
+        on_startup=[*startup, container.start_tenants],
+        on_shutdown=[container.stop_tenants, container.aclose],
     )
     install_runs(app, SqlRunStore(container.engine, container.secret_box), container.clock, wake)
     return app

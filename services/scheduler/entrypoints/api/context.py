@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
+from authclient import Principal
+from authclient.fastapi import require
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork
@@ -23,8 +26,23 @@ class ApiContext:
     allow_private_networks: bool
     rotation_grace: timedelta
     metrics: Metrics
+    ensure_writable: Callable[[str], Awaitable[None]] | None = None
+    """Raises TenantSuspended when the tenant may not write now (None: no tenant projection)."""
 
 
 def context_of(request: Request) -> ApiContext:
     ctx: ApiContext = request.app.state.ctx
     return ctx
+
+
+def require_writer(scope: str) -> Any:
+    """Like `authclient.fastapi.require(scope)`, and refuses a suspended tenant's write with 403
+    `tenant-suspended` (reads keep working: they use `require`)."""
+
+    async def writer(request: Request, principal: Principal = require(scope)) -> Principal:
+        check = context_of(request).ensure_writable
+        if check is not None:
+            await check(principal.tenant_id)
+        return principal
+
+    return Depends(writer)

@@ -1,37 +1,28 @@
-"""Unauthenticated operational endpoints: /healthz (process up), /readyz (database reachable),
-/metrics (Prometheus text format)."""
+"""Unauthenticated operational endpoints, servicekit's: /healthz (process up), /readyz (the
+database answers within READY_TIMEOUT_SECONDS; 503 problem+json otherwise), /metrics."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi import APIRouter
+from prometheus_client import CollectorRegistry
 
-from scheduler.entrypoints.api.context import context_of
-from scheduler.entrypoints.api.problems import problem
+from servicekit.health import Readiness, health_router
 
-router = APIRouter(tags=["health"])
 READY_TIMEOUT_SECONDS = 2.0
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+def database_ready(check_database: Callable[[], Awaitable[None]]) -> Readiness:
+    """Readiness = the database answered `SELECT 1` in time (any error: not ready)."""
+
+    async def ready() -> bool:
+        await asyncio.wait_for(check_database(), READY_TIMEOUT_SECONDS)
+        return True
+
+    return ready
 
 
-@router.get("/readyz", response_model=None)
-async def readyz(request: Request) -> dict[str, str] | Response:
-    ctx = context_of(request)
-    try:
-        await asyncio.wait_for(ctx.check_database(), READY_TIMEOUT_SECONDS)
-    except Exception as exc:  # any failure means "not ready"; the reason is logged, not shown
-        return problem(503, f"database not reachable ({type(exc).__name__})", slug="not-ready")
-    return {"status": "ready"}
-
-
-@router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
-    return Response(
-        generate_latest(context_of(request).metrics.registry), media_type=CONTENT_TYPE_LATEST
-    )
+def router(check_database: Callable[[], Awaitable[None]], registry: CollectorRegistry) -> APIRouter:
+    return health_router(database_ready(check_database), registry)

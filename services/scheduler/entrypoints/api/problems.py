@@ -1,7 +1,9 @@
 """RFC 9457 problem+json for every error the API returns, FastAPI's own 404/405/422 included.
 
-Service-layer errors are mapped here, at the edge; they know nothing of HTTP. A 500 never carries
-internal detail (it could hold a secret or a SQL fragment); it is logged with the request path.
+Service-layer errors are mapped here, at the edge; they know nothing of HTTP. The response body is
+servicekit's (the shape notification answers with); the mappings are the scheduler's. A 500 never
+carries internal detail (it could hold a secret or a SQL fragment); it is logged with the request
+path.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from scheduler.service_layer.errors import (
     QuotaExceeded,
     VersionMismatch,
 )
+from scheduler.service_layer.tenant_state import TenantSuspended
+from servicekit.problems import TYPE_PREFIX, problem_response
 
-PROBLEM_TYPE_BASE = "https://scheduler-platform.dev/problems/"
-PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_TYPE_BASE = TYPE_PREFIX
 log = logging.getLogger("scheduler.api")
 
 _SLUG_BY_STATUS = {
@@ -54,14 +57,14 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    body: dict[str, Any] = {
-        "type": PROBLEM_TYPE_BASE + (slug or _SLUG_BY_STATUS.get(status, "error")),
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-    }
-    body.update(extra)
-    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
+    """servicekit's problem+json, typed by `slug` or, without one, by the status."""
+    return problem_response(
+        status,
+        slug=slug or _SLUG_BY_STATUS.get(status, "error"),
+        detail=detail,
+        extra=extra,
+        headers=headers,
+    )
 
 
 def _field_of(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -112,9 +115,12 @@ async def _service(_request: Request, exc: Exception) -> JSONResponse:
         return problem(412, str(exc))
     if isinstance(exc, IdempotencyConflict):
         return problem(409, str(exc), slug="idempotency-conflict")
+    if isinstance(exc, TenantSuspended):
+        return problem(403, str(exc), slug="tenant-suspended")
     if isinstance(exc, QuotaExceeded):
+        # 403: the request is well-formed but the tenant's plan does not allow it (issue 8).
         return problem(
-            409,
+            403,
             str(exc),
             slug="quota-exceeded",
             limit=exc.limit,

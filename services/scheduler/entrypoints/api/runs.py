@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.run import Attempt, Run, RunStatus
+from scheduler.entrypoints.api.context import require_writer
 from scheduler.entrypoints.api.schemas import Problem
 from scheduler.service_layer import runs as svc
 from scheduler.service_layer.errors import InvalidInput
@@ -129,7 +130,7 @@ def attempt_out(a: Attempt) -> dict[str, Any]:
 async def trigger(
     request: Request,
     schedule_id: IdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
 ) -> dict[str, Any]:
     ctx = _ctx(request)
     run = await svc.trigger_run(
@@ -188,7 +189,7 @@ async def replay(
     request: Request,
     schedule_id: IdPath,
     run_id: RunIdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
 ) -> dict[str, Any]:
     ctx = _ctx(request)
     run = await svc.replay_run(

@@ -21,7 +21,7 @@ from scheduler.domain.policies import (
     ScheduleState,
 )
 from scheduler.domain.schedule import Schedule, Target
-from scheduler.entrypoints.api.context import ApiContext, context_of
+from scheduler.entrypoints.api.context import ApiContext, context_of, require_writer
 from scheduler.entrypoints.api.schemas import (
     OccurrencesOut,
     PauseIn,
@@ -176,7 +176,7 @@ async def create_schedule(
     request: Request,
     response: Response,
     body: ScheduleCreate,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
     idempotency_key: Annotated[
         str | None,
         Header(alias="Idempotency-Key", min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS),
@@ -244,7 +244,7 @@ async def patch_schedule(
     response: Response,
     schedule_id: IdPath,
     body: SchedulePatch,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
     if_match: IfMatch = None,
 ) -> ScheduleOut:
     ctx = context_of(request)
@@ -268,7 +268,7 @@ async def patch_schedule(
 async def delete_schedule(
     request: Request,
     schedule_id: IdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
     if_match: IfMatch = None,
 ) -> Response:
     ctx = context_of(request)
@@ -287,7 +287,7 @@ async def pause_schedule(
     request: Request,
     response: Response,
     schedule_id: IdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
     body: Annotated[PauseIn | None, Body()] = None,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
@@ -309,7 +309,7 @@ async def resume_schedule(
     request: Request,
     response: Response,
     schedule_id: IdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
     if_match: IfMatch = None,
 ) -> ScheduleOut:
     ctx = context_of(request)
@@ -319,6 +319,7 @@ async def resume_schedule(
         schedule_id=schedule_id,
         expected_version=parse_if_match(if_match),
         clock=ctx.clock,
+        limits=ctx.limits_for(principal.tenant_id),
     )
     _with_etag(response, s)
     return _out(s)
@@ -329,7 +330,7 @@ async def rotate_secret(
     request: Request,
     response: Response,
     schedule_id: IdPath,
-    principal: Principal = require(WRITE),
+    principal: Principal = require_writer(WRITE),
 ) -> ScheduleWithSecret:
     ctx = context_of(request)
     s, secret = await svc.rotate_secret(

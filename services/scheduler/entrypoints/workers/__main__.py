@@ -1,6 +1,6 @@
-"""`python -m scheduler.entrypoints.workers`: the worker role alone (planner + dispatcher +
-/healthz, /readyz, /metrics), configured from the environment like `scheduler serve`. Tests use
-it as a real subprocess (SIGKILL, SIGTERM, replicas)."""
+"""`python -m scheduler.entrypoints.workers`: the worker role alone (planner, dispatcher, outbox
+relay, tenant-state consumer + /healthz, /readyz, /metrics), configured from the environment
+like `scheduler serve`. Tests use it as a real subprocess (SIGKILL, SIGTERM, replicas)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lookahead", type=float, default=None, help="planner look-ahead seconds")
     p.add_argument("--no-planner", action="store_true")
     p.add_argument("--no-dispatcher", action="store_true")
+    p.add_argument("--no-relay", action="store_true")
+    p.add_argument("--no-tenant-consumer", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -42,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             planner=not args.no_planner,
             dispatcher=not args.no_dispatcher,
+            relay=not args.no_relay,
+            tenant_consumer=not args.no_tenant_consumer,
         )
         runtime = WorkerRuntime(container, options=options)
         try:

@@ -1,6 +1,13 @@
-"""WorkerRuntime: the planner and the dispatcher of one process, wired from the Container, with
-graceful stop (SIGTERM: stop claiming, finish in-flight within the grace, release the rest) and
-the queue-depth gauge.
+"""WorkerRuntime: the workers of one process, wired from the Container — the planner, the
+dispatcher, and (from_container, i.e. `serve`) the outbox relay and the tenant-state consumer —
+with graceful stop (SIGTERM: stop claiming, finish in-flight within the grace, release the rest)
+and the queue-depth gauge.
+
+The process's ONE publisher (`container.publisher`) is started before any worker and stopped
+after all of them: the relay publishes the outbox with it and the event action publishes
+`schedule.triggered` with it (a run succeeds when the bus acknowledges, DESIGN §6). The tenant
+projection cache (`container.tenants`) is loaded before the planner's first pass and refreshed
+meanwhile; the planner and the dispatcher judge suspension and quotas from it.
 
     runtime = WorkerRuntime.from_container(container)
     task = asyncio.create_task(runtime.run())
@@ -12,23 +19,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from scheduler.adapters.actions import ActionRouter, EventAction, WebhookAction
+from scheduler.adapters.actions import ActionRouter, WebhookAction
 from scheduler.adapters.db.run_store import SqlRunStore
-from scheduler.bootstrap import Container
+from scheduler.bootstrap import Container, Worker
 from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.entrypoints.workers.planner import PlannerWorker
+from scheduler.entrypoints.workers.relay import make_relay
+from scheduler.entrypoints.workers.tenant_consumer import TenantConsumerWorker
 from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings, _is_transient
+from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import TenantStatus
 from webhookdeliver import Deliverer
 
 log = logging.getLogger("scheduler.workers")
 QUEUE_DEPTH_PERIOD_SECONDS = 5.0  # a count over the due index; not on the hot path
+RESTART_DELAY_SECONDS = 5.0  # a worker that failed (e.g. Kafka unreachable) starts again after
 
 
 @dataclass
@@ -37,6 +50,10 @@ class WorkerOptions:
     planning: PlanningSettings = field(default_factory=PlanningSettings)
     planner: bool = True
     dispatcher: bool = True
+    relay: bool = False
+    """Run the outbox relay (from_container: on)."""
+    tenant_consumer: bool = False
+    """Consume platform-events and billing-entitlements (from_container: on)."""
     planner_poll_seconds: float = 1.0
 
 
@@ -52,6 +69,7 @@ class WorkerRuntime:
     ) -> None:
         self.container = container
         self.options = options or WorkerOptions()
+        tenants = tenants or container.tenants
         self.registry = registry or CollectorRegistry()
         self.metrics = WorkerMetrics(self.registry)
         self.store = SqlRunStore(container.engine, container.secret_box)
@@ -64,7 +82,10 @@ class WorkerRuntime:
         clock = container.clock
         self.dispatcher = Dispatcher(
             self.store,
-            ActionRouter(WebhookAction(self.deliverer, clock), EventAction(clock)),
+            ActionRouter(
+                WebhookAction(self.deliverer, clock),
+                PublishingEventAction(container.publisher, clock),
+            ),
             clock,
             settings=d,
             tenants=tenants,
@@ -78,6 +99,18 @@ class WorkerRuntime:
             on_planned=self.dispatcher.wake,
             on_inserted=self.metrics.planned.inc,
             poll_seconds=self.options.planner_poll_seconds,
+        )
+        self.relay = (
+            make_relay(container, container.publisher, registry=self.registry)
+            if self.options.relay
+            else None
+        )
+        self.tenant_consumer = (
+            TenantConsumerWorker.from_container(
+                container, bus=container.bus, cache=container.tenants
+            )
+            if self.options.tenant_consumer
+            else None
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -94,6 +127,8 @@ class WorkerRuntime:
         options = WorkerOptions(
             dispatch=DispatchSettings(concurrency=s.dispatch_concurrency),
             planning=PlanningSettings(lookahead=timedelta(seconds=s.planner_lookahead_seconds)),
+            relay=True,
+            tenant_consumer=True,
         )
         return cls(container, options=options, registry=registry, tenants=tenants)
 
@@ -101,23 +136,49 @@ class WorkerRuntime:
         self.dispatcher.wake()
 
     async def run(self) -> None:
-        if self.options.planner:
-            self._tasks.append(asyncio.create_task(self.planner.run(), name="planner"))
-        if self.options.dispatcher:
-            self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
-        self._tasks.append(asyncio.create_task(self._depth_loop(), name="queue-depth"))
-        # Other workers from the composition root (e.g. the outbox relay): run until cancelled.
-        for factory in self.container.workers:
-            self._tasks.append(asyncio.create_task(factory(self.container).run(), name="worker"))
+        publisher = self.container.publisher
+        await publisher.start()  # before the dispatcher and the relay use it
+        await self.container.start_tenants()  # before the planner's first pass
         try:
+            if self.options.planner:
+                self._spawn(self.planner.run(), "planner")
+            if self.options.dispatcher:
+                self._spawn(self.dispatcher.run(), "dispatcher")
+            self._spawn(self._depth_loop(), "queue-depth")
+            if self.relay is not None:
+                self._spawn(self.relay.run(), "outbox-relay")
+            if self.tenant_consumer is not None:
+                self._spawn(self._supervised(self.tenant_consumer, "tenant-consumer"), "tenants")
+            # Other workers from the composition root: run until cancelled.
+            for factory in self.container.workers:
+                self._spawn(factory(self.container).run(), "worker")
             await self._stopped.wait()
         finally:
             for t in self._tasks:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.container.stop_tenants()
+            await publisher.stop()  # after every user of it
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    async def _supervised(self, worker: Worker, name: str) -> None:
+        """Run a worker whose start can fail (Kafka unreachable), again after a delay."""
+        while True:
+            try:
+                await worker.run()
+                return
+            except Exception as exc:
+                log.warning(
+                    "%s stopped (%r); restarting in %.0f s", name, exc, RESTART_DELAY_SECONDS
+                )
+                await asyncio.sleep(RESTART_DELAY_SECONDS)
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         self.planner.stop()
+        if self.tenant_consumer is not None:
+            self.tenant_consumer.stop()
         if self.options.dispatcher:
             await self.dispatcher.stop(grace_seconds)
         self._stopped.set()

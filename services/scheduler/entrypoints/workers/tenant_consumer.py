@@ -22,7 +22,6 @@ from typing import Any
 
 from eventbus import ConsumeError, Consumer, EnvelopeError, InProcessBus, Record, decode
 from eventbus import make_consumer as make_bus_consumer
-from scheduler.adapters.db.engine import session_factory
 from scheduler.adapters.db.tenant_store import (
     PROCESSED_RETENTION,
     SqlTenantUnitOfWorkFactory,
@@ -46,13 +45,8 @@ PRUNE_LIMIT = 10_000  # ids forgotten per prune: bounded delete
 
 
 def defaults_from(container: Container) -> Entitlements:
-    s = container.settings
-    return Entitlements(
-        max_schedules=s.default_max_schedules,
-        min_interval_seconds=s.default_min_interval_seconds,
-        max_runs_per_day=s.default_max_runs_per_day,
-        max_payload_bytes=s.default_max_payload_bytes,
-    )
+    """The configured limits of tenants without an entitlements event (the cache's)."""
+    return container.tenants.defaults
 
 
 def decode_records(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -118,10 +112,9 @@ class TenantConsumerWorker:
             GROUP_ID,
             client_id="scheduler-tenant-state",
         )
-        uows = SqlTenantUnitOfWorkFactory(session_factory(container.engine), container.secret_box)
         return cls(
             consumer,
-            uows,
+            container.uow_factory,
             container.clock,
             defaults=defaults_from(container),
             cache=cache,

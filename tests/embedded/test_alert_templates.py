@@ -1,0 +1,57 @@
+"""The alert requests the scheduler writes render with notification's own templates (not the
+generic fallback): the contract between the two services' `notification-requests` data and the
+Jinja templates (StrictUndefined, so a missing field would fall back)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from notification.adapters.rendering import JinjaAlertRenderer
+from scheduler.domain.policies import (
+    Action,
+    BreakerPolicy,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+)
+from scheduler.domain.schedule import Schedule
+from scheduler.domain.tenant import Entitlements, QuotaViolation
+from scheduler.service_layer.tenant_state import MAX_ALERT_SCHEDULES, quota_alert
+
+NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def schedule(i: int) -> Schedule:
+    return Schedule.create(
+        id=f"sch_{i:04d}",
+        tenant_id="t1",
+        name=f"report-{i} <b>",
+        cron="*/5 * * * *",
+        timezone="UTC",
+        action=Action.EVENT,
+        target=None,
+        payload=None,
+        retry_policy=RetryPolicy(),
+        misfire_policy=MisfirePolicy.FIRE_ONCE,
+        overlap_policy=OverlapPolicy.ALLOW,
+        breaker=BreakerPolicy(),
+        next_run_at=None,
+        now=NOW,
+    )
+
+
+def test_quota_paused_alert_renders_its_template() -> None:
+    count = MAX_ALERT_SCHEDULES + 2
+    paused = [(schedule(i), QuotaViolation("max_schedules", 3, 3 + count)) for i in range(count)]
+    request = quota_alert("t1", paused, Entitlements(max_schedules=3), NOW, "evt_1")
+    data = request.data
+    assert data["template"] == "schedule_quota_paused"
+
+    rendered = JinjaAlertRenderer().render(data["template"], data["data"])
+
+    assert rendered.subject == f"{count} schedules were paused: over your plan's limits"
+    assert '"report-0 <b>" (sch_0000): max_schedules is 3' in rendered.text
+    assert "... and 2 more." in rendered.text  # only the first MAX_ALERT_SCHEDULES are listed
+    assert "max_schedules: 3" in rendered.text
+    assert "report-0 &lt;b&gt;" in rendered.html  # tenant names are escaped in HTML
+    assert "report-0 <b>" not in rendered.html

@@ -1,0 +1,225 @@
+"""`python -m embedded` end to end, as a real subprocess in a fresh working directory on free
+loopback ports: a schedule whose breaker trips on the first failed run pauses itself, and the
+tenant hears about it through the shared in-process bus — an in-app notification and an .eml file
+from notification, and a signed `schedule.paused` fan-out delivery to a `schedule.*` subscriber.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from aiohttp import web
+
+from webhookdeliver import verify
+
+DEADLINE_SECONDS = 30.0  # the whole scenario, start-up included
+STOP_SECONDS = 15.0
+T = TypeVar("T")
+# Inherited settings that would point the child at other databases, brokers or keys.
+_STRIPPED_PREFIXES = ("SCHEDULER_", "NOTIFICATION_", "AUTH_", "KAFKA_", "EMBEDDED_")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Receiver:
+    """Loopback endpoints: /fail answers 500; /events records what notification delivers."""
+
+    port: int = 0
+    events: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    failures: int = 0
+
+    async def fail(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.failures += 1
+        return web.Response(status=500, text="down")
+
+    async def event(self, request: web.Request) -> web.Response:
+        self.events.append((dict(request.headers), await request.read()))
+        return web.Response(status=204)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/fail", rec.fail)
+    app.router.add_post("/events", rec.event)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    rec.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield rec
+    await runner.cleanup()
+
+
+@dataclass
+class Embedded:
+    proc: asyncio.subprocess.Process
+    scheduler: str
+    notification: str
+    token: str
+    cwd: Path
+
+
+@pytest.fixture
+async def embedded(tmp_path: Path) -> AsyncIterator[Embedded]:
+    sport, nport = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_PREFIXES)}
+    env["WEBHOOK_ALLOW_PRIVATE_NETWORKS"] = "true"
+    stderr = (tmp_path / "stderr.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "embedded",
+        "--scheduler-port",
+        str(sport),
+        "--notification-port",
+        str(nport),
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+    )
+    try:
+        token = await asyncio.wait_for(_token_from_banner(proc), 20)
+        yield Embedded(
+            proc, f"http://127.0.0.1:{sport}", f"http://127.0.0.1:{nport}", token, tmp_path
+        )
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_SECONDS)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        stderr.close()
+
+
+async def _token_from_banner(proc: asyncio.subprocess.Process) -> str:
+    """The banner's ready-to-paste `export TOKEN=...` line."""
+    assert proc.stdout is not None
+    while line := await proc.stdout.readline():
+        text = line.decode().strip()
+        if text.startswith("export TOKEN="):
+            return text.removeprefix("export TOKEN=")
+    raise AssertionError("the banner printed no token")
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], deadline: float, what: str) -> T:
+    """Poll `probe` (a state change in another process) until it returns a value."""
+    while time.monotonic() < deadline:
+        value = await probe()
+        if value is not None:
+            return value
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_breaker_pause_reaches_inbox_mail_and_subscriber(
+    embedded: Embedded, receiver: Receiver
+) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    headers = {"Authorization": f"Bearer {embedded.token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=10) as http:
+
+        async def healthy() -> bool | None:
+            with contextlib.suppress(httpx.TransportError):
+                a = await http.get(f"{embedded.scheduler}/healthz")
+                b = await http.get(f"{embedded.notification}/healthz")
+                return True if a.status_code == b.status_code == 200 else None
+            return None
+
+        await eventually(healthy, deadline, "both services to listen")
+        # The banner's token works against both services (same dev key under ./var).
+        r = await http.put(
+            f"{embedded.notification}/v1/alert-contacts", json={"emails": ["ops@example.com"]}
+        )
+        assert r.status_code == 200, r.text
+        r = await http.post(
+            f"{embedded.notification}/v1/subscriptions/",
+            json={"url": f"http://127.0.0.1:{receiver.port}/events", "event_types": ["schedule.*"]},
+        )
+        assert r.status_code == 201, r.text
+        subscription_secret = r.json()["secret"]
+        r = await http.post(
+            f"{embedded.scheduler}/v1/schedules/",
+            json={
+                "name": "flaky-report",
+                "cron": "* * * * *",
+                "timezone": "UTC",
+                "action": "webhook",
+                "target": {"url": f"http://127.0.0.1:{receiver.port}/fail", "timeout_seconds": 5},
+                "retry_policy": {"max_attempts": 1},
+                "breaker": {"failure_threshold": 1},
+            },
+        )
+        assert r.status_code == 201, r.text
+        schedule_id = r.json()["id"]
+        # Run now rather than wait for the minute.
+        r = await http.post(f"{embedded.scheduler}/v1/schedules/{schedule_id}/trigger")
+        assert r.status_code == 202, r.text
+
+        async def paused() -> dict[str, Any] | None:
+            body = (await http.get(f"{embedded.scheduler}/v1/schedules/{schedule_id}")).json()
+            return body if body["state"] == "paused" else None
+
+        schedule = await eventually(paused, deadline, "the breaker to pause the schedule")
+        assert schedule["paused_reason"] == "breaker"
+        assert receiver.failures >= 1
+
+        async def alert() -> dict[str, Any] | None:
+            items = (await http.get(f"{embedded.notification}/v1/notifications/")).json()["items"]
+            hits = [n for n in items if n["template"] == "schedule_auto_paused"]
+            return hits[0] if hits else None
+
+        note = await eventually(alert, deadline, "the in-app auto-pause alert")
+        assert "flaky-report" in note["title"]
+        assert "flaky-report" in note["body"]
+
+        async def eml() -> str | None:
+            for path in (embedded.cwd / "var" / "mail").glob("*.eml"):
+                text = path.read_text()
+                if "flaky-report" in text:
+                    return text
+            return None
+
+        mail = await eventually(eml, deadline, "an .eml file under var/mail")
+        assert "ops@example.com" in mail
+
+        async def paused_event() -> tuple[dict[str, str], bytes] | None:
+            for hdrs, body in receiver.events:
+                if json.loads(body).get("type") == "schedule.paused":
+                    return hdrs, body
+            return None
+
+        hdrs, body = await eventually(paused_event, deadline, "a schedule.paused delivery")
+        assert verify([subscription_secret], hdrs, body)
+        assert not verify(["whsec_" + "A" * 44], hdrs, body)  # the check is real
+        envelope = json.loads(body)
+        assert envelope["schedule_id"] == schedule_id
+        assert envelope["tenant_id"] == "dev-tenant"
+
+    # SIGTERM stops both services cleanly.
+    embedded.proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(embedded.proc.wait(), STOP_SECONDS) == 0

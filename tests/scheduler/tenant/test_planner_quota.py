@@ -1,0 +1,91 @@
+"""max_runs_per_day at planning (issue 8): the planner charges each tenant's pending runs to the
+UTC day they are scheduled in, skips the rest with `quota`, and never charges tomorrow's runs to
+today when its look-ahead crosses midnight."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory, TenantProjectionCache
+from scheduler.service_layer import tenant_state as ts
+from scheduler.service_layer.planning_service import PlanningSettings, plan_due
+from tests.scheduler.tenant.conftest import ManualClock, add_schedule, entitlements_event
+
+BEFORE_MIDNIGHT = datetime(2026, 3, 2, 23, 59, 30, tzinfo=UTC)
+
+
+async def _runs(engine: AsyncEngine, schedule_id: str) -> list[tuple[str, str | None, datetime]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            sa.select(runs.c.status, runs.c.skip_reason, runs.c.scheduled_for)
+            .where(runs.c.schedule_id == schedule_id)
+            .order_by(runs.c.scheduled_for)
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def _due_at(engine: AsyncEngine, when: datetime) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(sa.update(schedules).values(next_run_at=when))
+
+
+async def test_budget_is_per_tenant_and_per_utc_day(
+    uows: SqlTenantUnitOfWorkFactory, engine: AsyncEngine
+) -> None:
+    clock = ManualClock(BEFORE_MIDNIGHT - timedelta(hours=1))
+    # t1 may have one run a day; t2 has the default (10,000).
+    await ts.apply_events(
+        uows(), [entitlements_event("t1", clock(), {"max_runs_per_day": 1})], clock()
+    )
+    first = await add_schedule(uows, clock, tenant="t1", name="a", cron="* * * * *")
+    second = await add_schedule(uows, clock, tenant="t1", name="b", cron="* * * * *")
+    other = await add_schedule(uows, clock, tenant="t2", name="c", cron="* * * * *")
+    await _due_at(engine, BEFORE_MIDNIGHT - timedelta(seconds=30))  # 23:59:00, not missed
+    cache = TenantProjectionCache(engine)
+    await cache.refresh()
+
+    report = await plan_due(
+        SqlRunStore(engine, uows.box),
+        now=BEFORE_MIDNIGHT,
+        settings=PlanningSettings(lookahead=timedelta(seconds=60)),
+        tenants=cache,
+    )
+
+    assert report.runs_inserted == 6  # 23:59 and 00:00 of each schedule
+    t_0359 = BEFORE_MIDNIGHT - timedelta(seconds=30)
+    midnight = BEFORE_MIDNIGHT + timedelta(seconds=30)
+    # The older schedule takes t1's one run of each day; 00:00 is tomorrow's, not today's.
+    a, b = await _runs(engine, first.id), await _runs(engine, second.id)
+    assert [(s, r) for s, r, _ in a] == [("pending", None), ("pending", None)]
+    assert [t for _, _, t in a] == [t_0359, midnight]
+    assert [(s, r) for s, r, _ in b] == [("skipped", "quota"), ("skipped", "quota")]
+    assert [s for s, _, _ in await _runs(engine, other.id)] == ["pending", "pending"]
+
+    # The next pass counts what is stored: t1's 00:01 is over tomorrow's budget too.
+    report = await plan_due(
+        SqlRunStore(engine, uows.box),
+        now=midnight + timedelta(seconds=30),
+        settings=PlanningSettings(lookahead=timedelta(seconds=60)),
+        tenants=cache,
+    )
+    assert [(s, r) for s, r, _ in (await _runs(engine, first.id))[2:]] == [("skipped", "quota")]
+
+
+async def test_without_a_projection_nothing_is_counted(
+    uows: SqlTenantUnitOfWorkFactory, engine: AsyncEngine
+) -> None:
+    clock = ManualClock(BEFORE_MIDNIGHT - timedelta(hours=1))
+    await ts.apply_events(
+        uows(), [entitlements_event("t1", clock(), {"max_runs_per_day": 0})], clock()
+    )
+    s = await add_schedule(uows, clock, tenant="t1", cron="* * * * *")
+    await _due_at(engine, BEFORE_MIDNIGHT - timedelta(seconds=30))
+    # No `tenants`: the legacy path plans everything (callers that wire no projection).
+    await plan_due(SqlRunStore(engine, uows.box), now=BEFORE_MIDNIGHT)
+    assert [st for st, _, _ in await _runs(engine, s.id)] == ["pending"]
