@@ -104,6 +104,41 @@ def forbidden_reason(address: str | IPAddress) -> str | None:
     return None
 
 
+# Refused even with allow_private_networks (tests and local demos): nothing legitimate lives at a
+# cloud metadata endpoint, and it is the first thing an SSRF attempt reaches for.
+_METADATA_NETWORKS: Final = (
+    ipaddress.IPv4Network("169.254.0.0/16"),  # link-local: AWS/GCP/Azure/OpenStack metadata
+    ipaddress.IPv6Network("fe80::/10"),  # IPv6 link-local
+    ipaddress.IPv6Network("fd00:ec2::254/128"),  # AWS IMDS over IPv6
+)
+
+
+def metadata_reason(address: str | IPAddress) -> str | None:
+    """Why `address` is refused even when private networks are allowed, or None."""
+    ip = parse_ip(address) if isinstance(address, str) else address
+    if ip is None:
+        return "not an IP address"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id is not None:
+            return "IPv6 zone id"
+        embedded = ip.ipv4_mapped or (
+            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64_WELL_KNOWN else None
+        )
+        if embedded is not None:
+            ip = embedded
+    for net in _METADATA_NETWORKS:
+        if ip.version == net.version and ip in net:
+            return "link-local / cloud metadata (refused even with private networks allowed)"
+    return None
+
+
+def guard_reason(address: str | IPAddress, *, allow_private_networks: bool) -> str | None:
+    """The guard's verdict for one address under the given mode (None = may connect)."""
+    if allow_private_networks:
+        return metadata_reason(address)
+    return forbidden_reason(address)
+
+
 def is_forbidden_address(ip: str) -> bool:
     """True when `ip` (a canonical IPv4/IPv6 string) must never be connected to."""
     return forbidden_reason(ip) is not None

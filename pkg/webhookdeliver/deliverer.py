@@ -25,7 +25,7 @@ from typing import Final, Literal
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from webhookdeliver.addresses import forbidden_reason, parse_ip
+from webhookdeliver.addresses import guard_reason, parse_ip
 from webhookdeliver.headers import build_headers
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, check_target_url
@@ -129,7 +129,7 @@ class _PinnedResolver(AbstractResolver):
             raise OSError(f"no vetted address for {host}:{port}")
         results: list[ResolveResult] = []
         for address in pin[2]:
-            if not self._allow_private and forbidden_reason(address) is not None:
+            if guard_reason(address, allow_private_networks=self._allow_private) is not None:
                 raise OSError(f"refusing forbidden address {address}")  # defence in depth
             ip = parse_ip(address)
             if ip is None:
@@ -340,12 +340,11 @@ class Deliverer:
             ip = parse_ip(answer) if isinstance(answer, str) else None
             if ip is None:
                 raise _Refused("dns", f"resolver returned a non-address {answer!r}")
-            if not self._allow_private:
-                why = forbidden_reason(ip)
-                if why is not None:
-                    # ANY forbidden answer refuses the whole name: a mixed answer is a
-                    # rebinding attempt, and happy-eyeballs would try the private one.
-                    raise _Refused("ssrf_blocked", f"{host} resolves to {ip} ({why})")
+            why = guard_reason(ip, allow_private_networks=self._allow_private)
+            if why is not None:
+                # ANY forbidden answer refuses the whole name: a mixed answer is a
+                # rebinding attempt, and happy-eyeballs would try the private one.
+                raise _Refused("ssrf_blocked", f"{host} resolves to {ip} ({why})")
             if str(ip) not in vetted:
                 vetted.append(str(ip))
         return tuple(vetted[:MAX_PINNED_ADDRESSES])

@@ -14,7 +14,7 @@ from typing import Final
 
 from yarl import URL
 
-from webhookdeliver.addresses import IPAddress, forbidden_reason, parse_numeric_ipv4
+from webhookdeliver.addresses import IPAddress, guard_reason, parse_numeric_ipv4
 
 MAX_URL_LENGTH: Final = 2048  # bytes of URL text; longer URLs are abuse, not webhooks
 MAX_HOST_LENGTH: Final = 253  # RFC 1035 limit on a presentation-form domain name
@@ -129,6 +129,8 @@ def check_target_url(url: str, *, allow_private_networks: bool) -> CheckedTarget
 
     if not set(host) <= _HOST_NAME_CHARS or any(not label for label in host.split(".")):
         raise InvalidTargetURL("host is not a valid domain name")
+    if _is_metadata_name(host):
+        raise ForbiddenTargetURL(f"host {host!r} is a cloud metadata service")
     if not allow_private_networks:
         if host in FORBIDDEN_HOST_NAMES or host.endswith(FORBIDDEN_HOST_SUFFIXES):
             raise ForbiddenTargetURL(f"host {host!r} is reserved for local or metadata services")
@@ -138,9 +140,12 @@ def check_target_url(url: str, *, allow_private_networks: bool) -> CheckedTarget
     return CheckedTarget(parsed, host, port, None)
 
 
+def _is_metadata_name(host: str) -> bool:
+    """Cloud metadata names are refused in every mode, like their link-local addresses."""
+    return host in FORBIDDEN_HOST_NAMES and host.startswith("metadata")
+
+
 def _check_literal(ip: IPAddress, allow_private_networks: bool) -> None:
-    if allow_private_networks:
-        return
-    why = forbidden_reason(ip)
+    why = guard_reason(ip, allow_private_networks=allow_private_networks)
     if why is not None:
         raise ForbiddenTargetURL(f"address {ip} is forbidden ({why})")

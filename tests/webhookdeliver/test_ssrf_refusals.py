@@ -256,3 +256,40 @@ def test_tripwire_refuses_non_loopback_connects(connect_log):
 
 def test_there_are_at_least_sixty_hostile_cases():
     assert len(HOSTILE_URLS) + len(HOSTILE_ANSWERS) >= 60
+
+
+METADATA_URLS = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[fe80::1]/",
+    "http://[fd00:ec2::254]/",
+    "http://metadata.google.internal/computeMetadata/v1/",
+    "http://metadata/",
+]
+
+
+@pytest.mark.parametrize("url", METADATA_URLS)
+async def test_metadata_targets_stay_refused_with_private_networks_allowed(url, connect_log):
+    """Tests and demos allow loopback/private targets, never cloud metadata endpoints."""
+    resolver = RecordingResolver(["127.0.0.1"])
+    async with wd.Deliverer(allow_private_networks=True, resolver=resolver) as deliverer:
+        result = await deliverer.deliver(delivery(url))
+    assert result.error_kind == "ssrf_blocked", result
+    assert resolver.calls == []
+    assert connect_log.attempts == []
+    with pytest.raises(wd.ForbiddenTargetURL):
+        wd.validate_target_url(url, allow_private_networks=True)
+
+
+@pytest.mark.parametrize("answer", ["169.254.169.254", "::ffff:169.254.169.254", "fe80::1"])
+async def test_metadata_dns_answer_refused_with_private_networks_allowed(
+    answer, start_receiver, connect_log
+):
+    receiver = await start_receiver()
+    resolver = RecordingResolver(["127.0.0.1", answer])
+    async with wd.Deliverer(allow_private_networks=True, resolver=resolver) as deliverer:
+        result = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
+    assert result.error_kind == "ssrf_blocked", result
+    assert connect_log.attempts == []
+    assert receiver.requests == []
