@@ -119,6 +119,11 @@ class RunTx(Protocol):
         """Live or deleted schedules by id, locked (ordered by id, so no deadlock)."""
         ...
 
+    async def reset_consecutive_failures(self, schedule_ids: Sequence[str]) -> None:
+        """Set consecutive_failures to 0 for those of the schedules whose count is not 0,
+        reading and locking only those rows (the breaker's common, all-succeeded case)."""
+        ...
+
     async def save_breaker(self, schedules: Sequence[Schedule]) -> None:
         """Store consecutive_failures, state, paused_reason, next_run_at, version, updated_at."""
         ...

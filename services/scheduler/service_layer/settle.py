@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from scheduler.domain.breaker import PAUSED_REASON_BREAKER, BreakerState, after_run_finished
 from scheduler.domain.events import NOTIFICATION_REQUESTS_TOPIC, DomainEvent
@@ -29,14 +29,6 @@ from scheduler.service_layer.run_ports import RunStore
 ALERT_TEMPLATE_AUTO_PAUSED = "schedule_auto_paused"
 ALERT_REQUESTED = "alert.requested"
 _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
-
-
-@runtime_checkable
-class BreakerResetTx(Protocol):
-    """Optional store capability (the SQL store has it): set consecutive_failures to 0 for
-    those of the schedules whose count is not 0, locking only those rows."""
-
-    async def reset_consecutive_failures(self, schedule_ids: Sequence[str]) -> None: ...
 
 
 @dataclass
@@ -115,12 +107,11 @@ async def settle_completions(
         paused: list[str] = []
         finished = [c for c in kept if c.run.status in _FINISHED]
         failing = {c.run.schedule_id for c in finished if c.run.status is RunStatus.FAILED}
-        if isinstance(tx, BreakerResetTx):
-            # Schedules whose runs here all succeeded end at count 0 whatever the order: one
-            # conditional UPDATE, no schedule row read or locked unless its count was not 0.
-            succeeded_only = {c.run.schedule_id for c in finished} - failing
-            await tx.reset_consecutive_failures(sorted(succeeded_only))
-            finished = [c for c in finished if c.run.schedule_id in failing]
+        # Schedules whose runs here all succeeded end at count 0 whatever the order: one
+        # conditional UPDATE, no schedule row read or locked unless its count was not 0.
+        succeeded_only = {c.run.schedule_id for c in finished} - failing
+        await tx.reset_consecutive_failures(sorted(succeeded_only))
+        finished = [c for c in finished if c.run.schedule_id in failing]
         if finished:
             schedules = await tx.lock_schedules([c.run.schedule_id for c in finished])
             changed: dict[str, Schedule] = {}
