@@ -27,9 +27,11 @@ lint: venv
 	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit services/scheduler services/notification embedded
 	$(BIN)/lint-imports
 
-## Benchmarks print JSON figures on stdout.
+## Benchmarks print JSON figures on stdout. PostgreSQL figures use BENCH_POSTGRES_URL (a server
+## where fresh databases may be created and dropped); SQLite figures always run.
+BENCH_POSTGRES_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/postgres
 bench: venv
-	$(BIN)/python -m bench $(BENCH_ARGS)
+	BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
