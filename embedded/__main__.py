@@ -32,6 +32,7 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
+from servicekit.logging import configure_logging
 
 HOST = "127.0.0.1"
 DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088
@@ -110,6 +111,7 @@ async def serve_all(
             port=notification_port,
             log_level="warning",
             lifespan="off",
+            log_config=None,
         )
     )
     notification_task = asyncio.create_task(server.serve(), name="notification-http")
@@ -123,6 +125,7 @@ async def serve_all(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging(service="embedded")
     # The local demo may target webhooks on this machine (DESIGN §3); production never does.
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
     bus = InProcessBus()

@@ -10,6 +10,7 @@ import uvicorn
 
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
+from servicekit.logging import configure_logging
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +30,14 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
     await app.start()
     try:
         server = uvicorn.Server(
-            uvicorn.Config(app.asgi_app, host=host, port=port, log_level="info", lifespan="off")
+            uvicorn.Config(
+                app.asgi_app,
+                host=host,
+                port=port,
+                log_level="info",
+                lifespan="off",
+                log_config=None,
+            )
         )
         await server.serve()
     finally:
@@ -37,6 +45,7 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    configure_logging(service="notification")
     settings = NotificationSettings(dev=bool(args.dev))
     try:
         asyncio.run(_serve(settings, args.host, args.port))

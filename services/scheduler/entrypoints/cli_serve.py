@@ -25,6 +25,7 @@ from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
+from servicekit.logging import configure_logging
 
 DEFAULT_GRACE_SECONDS = 10.0
 
@@ -85,6 +86,7 @@ async def serve(
 
 
 def run(args: argparse.Namespace) -> int:
+    configure_logging(service="scheduler")
     built = build(args.dev)
     if isinstance(built, str):
         print(f"scheduler: {built}", file=sys.stderr)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 from datetime import timedelta
 
 from scheduler.bootstrap import bootstrap
@@ -14,6 +13,7 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
+from servicekit.logging import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-relay", action="store_true")
     p.add_argument("--no-tenant-consumer", action="store_true")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(service="scheduler-worker")
 
     async def _main() -> None:
         container = bootstrap()

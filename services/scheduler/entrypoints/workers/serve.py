@@ -42,7 +42,11 @@ async def serve(
         if runtime is None:
             raise ValueError("nothing to serve")
         app = create_health_app(runtime.registry, runtime.container.check_database)
-    server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    server = _Server(
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", lifespan="on", log_config=None
+        )
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
