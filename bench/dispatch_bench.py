@@ -39,13 +39,16 @@ from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import schedules
 from scheduler.bootstrap import Container, bootstrap, utc_now
 from scheduler.config import SchedulerSettings
+from scheduler.domain.run import Run, Trigger
 from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
+from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
 from webhookdeliver import sign
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
+LAG_CRON = "0 0 1 1 *"  # next occurrence after the measured one: months away
 RECEIVER = """
 import sys
 from aiohttp import web
@@ -127,7 +130,12 @@ async def _reset(c: Container) -> None:
 
 
 async def _add_schedules(
-    c: Container, url: str, n: int, next_run_at: datetime | None, tenants: int = 10
+    c: Container,
+    url: str,
+    n: int,
+    next_run_at: datetime | None,
+    tenants: int = 10,
+    cron: str = "* * * * *",
 ) -> list[str]:
     now = utc_now()
     rows = []
@@ -138,7 +146,7 @@ async def _add_schedules(
                 "id": sid,
                 "tenant_id": f"tenant-{i % tenants}",
                 "name": f"bench-{i}",
-                "cron": "* * * * *",
+                "cron": cron,
                 "timezone": "UTC",
                 "action": "webhook",
                 "target": {"url": url, "headers": {}, "timeout_seconds": 10},
@@ -169,7 +177,7 @@ async def _add_schedules(
     async with c.engine.begin() as conn:
         for i in range(0, n, 2000):
             await conn.execute(sa.insert(schedules), rows[i : i + 2000])
-    return [r["id"] for r in rows]
+    return [str(r["id"]) for r in rows]
 
 
 async def _add_due_runs(c: Container, schedule_ids: list[str], n: int) -> None:
@@ -297,11 +305,85 @@ async def _floor_throughput(c: Container, url: str, n: int) -> float:
     return done / (time.perf_counter() - started)
 
 
+class FirstAttemptTally:
+    """First attempts of ONE measured occurrence, by run id (DESIGN §6: one run per occurrence).
+
+    Counting every first-attempt lag the dispatcher reports over-counts whenever a later
+    occurrence of the same schedules comes due during the burst (a `* * * * *` schedule whose
+    next minute falls inside the look-ahead): that is how "10,184 delivered for 10,000
+    schedules" was reported while every one of them was a distinct run of a distinct
+    occurrence. Later occurrences are counted apart (`other_occurrences`), and a run whose first
+    attempt starts twice (a lease lost and the run re-claimed) apart again (`repeated`)."""
+
+    def __init__(self, scheduled_for: datetime) -> None:
+        self.scheduled_for = scheduled_for
+        self.lags: dict[str, float] = {}
+        self.repeated = 0
+        self.other_occurrences = 0
+
+    def record(self, run: Run, lag_seconds: float) -> None:
+        if run.trigger is not Trigger.SCHEDULE or run.attempt_count != 0:
+            return
+        if run.scheduled_for != self.scheduled_for:
+            self.other_occurrences += 1
+        elif run.id in self.lags:
+            self.repeated += 1
+        else:
+            self.lags[run.id] = lag_seconds
+
+    @property
+    def delivered(self) -> int:
+        return len(self.lags)
+
+    def summary(self) -> dict[str, Any]:
+        lags = sorted(self.lags.values())
+        return {
+            "delivered": len(lags),
+            "repeated_first_attempts": self.repeated,
+            "other_occurrences_started": self.other_occurrences,
+            "lag_p50_s": round(lags[len(lags) // 2], 3) if lags else None,
+            "lag_p99_s": round(lags[max(int(len(lags) * 0.99) - 1, 0)], 3) if lags else None,
+            "lag_max_s": round(lags[-1], 3) if lags else None,
+            "lag_min_s": round(lags[0], 3) if lags else None,
+        }
+
+
+class TallyingPerformer:
+    """Wraps the runtime's action performer: reports each attempt's start to the tally (the
+    dispatcher calls `perform` inside its slots, where it measures first-attempt lag too)."""
+
+    def __init__(self, inner: ActionPerformer, tally: FirstAttemptTally, clock: Any) -> None:
+        self.inner = inner
+        self.tally = tally
+        self.clock = clock
+
+    def concurrency_key(self, spec: DeliverySpec) -> str:
+        return self.inner.concurrency_key(spec)
+
+    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
+        self.tally.record(run, (self.clock() - run.scheduled_for).total_seconds())
+        return await self.inner.perform(run, spec, attempt_number)
+
+
+async def runs_per_occurrence_max(c: Container) -> int:
+    """The invariant, read back: the most runs any (schedule, occurrence) has (must be 1)."""
+    per = (
+        sa.select(sa.func.count().label("n"))
+        .select_from(runs)
+        .where(runs.c.trigger == "schedule")
+        .group_by(runs.c.schedule_id, runs.c.scheduled_for)
+        .subquery()
+    )
+    async with c.engine.connect() as conn:
+        return int((await conn.execute(sa.select(sa.func.max(per.c.n)))).scalar() or 0)
+
+
 async def _lag(c: Container, url: str, n: int) -> dict[str, Any]:
-    """n schedules whose next occurrence is the same instant, a few seconds ahead."""
-    lags: list[float] = []
+    """n schedules whose next occurrence is the same instant, a few seconds ahead. Their cron is
+    yearly so the measured burst holds that one occurrence only (a `* * * * *` schedule's next
+    minute may fall inside the look-ahead mid-burst and compete with it)."""
     fire_at = utc_now() + timedelta(seconds=6)
-    await _add_schedules(c, url, n, fire_at)
+    await _add_schedules(c, url, n, fire_at, cron=LAG_CRON)
     runtime = WorkerRuntime(
         c,
         options=WorkerOptions(
@@ -309,28 +391,17 @@ async def _lag(c: Container, url: str, n: int) -> dict[str, Any]:
             planning=PlanningSettings(lookahead=timedelta(seconds=10)),
         ),
     )
-    original = runtime.metrics.first_attempt_lag
-
-    def record(seconds: float) -> None:
-        lags.append(seconds)
-        original(seconds)
-
-    runtime.dispatcher.observer.first_attempt_lag = record  # type: ignore[method-assign]
+    tally = FirstAttemptTally(fire_at)
+    runtime.dispatcher.performer = TallyingPerformer(runtime.dispatcher.performer, tally, c.clock)
     task = asyncio.create_task(runtime.run())
     deadline = time.monotonic() + 120
-    while len(lags) < n and time.monotonic() < deadline:
+    while tally.delivered < n and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     await runtime.stop(5)
     await task
-    lags.sort()
-    return {
-        "schedules": n,
-        "delivered": len(lags),
-        "lag_p50_s": round(lags[len(lags) // 2], 3) if lags else None,
-        "lag_p99_s": round(lags[int(len(lags) * 0.99) - 1], 3) if lags else None,
-        "lag_max_s": round(lags[-1], 3) if lags else None,
-        "lag_min_s": round(lags[0], 3) if lags else None,
-    }
+    out: dict[str, Any] = {"schedules": n, **tally.summary()}
+    out["runs_per_occurrence_max"] = await runs_per_occurrence_max(c)
+    return out
 
 
 async def _run(quick: bool) -> dict[str, Any]:

@@ -61,6 +61,13 @@ class NotificationSettings(BaseSettings):
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
     consumer_batch_size: int = Field(default=200, ge=1, le=5000)
     email_max_attempts: int = Field(default=6, ge=1, le=50)
+    # Retention (service_layer/retention.py): finished webhook deliveries (and their attempts)
+    # after NOTIFICATION_DELIVERY_RETENTION_DAYS; the in-app inbox, finished emails and the alert
+    # dedup ids after NOTIFICATION_INBOX_RETENTION_DAYS. Passes every *_INTERVAL_SECONDS.
+    delivery_retention_days: int = Field(default=30, ge=1, le=3650)
+    inbox_retention_days: int = Field(default=90, ge=1, le=3650)
+    retention_interval_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    retention_batch_size: int = Field(default=5_000, ge=1, le=10_000)
     dev: bool = False
 
     def event_topic_list(self) -> list[str]:

@@ -77,6 +77,25 @@ class SchedulerSettings(BaseSettings):
         None, ge=0.5, le=3600, validation_alias="SCHEDULER_OUTBOX_RETRY_MAX_SECONDS"
     )
 
+    # Retention (service_layer/retention.py): terminal runs and purged deleted schedules after
+    # the run retention; idempotency keys after their TTL (a replay after it creates a new
+    # schedule); consumer dedup ids after theirs. At least 1 day: today's runs count to quotas.
+    run_retention_days: int = Field(
+        90, ge=1, le=3650, validation_alias="SCHEDULER_RUN_RETENTION_DAYS"
+    )
+    idempotency_ttl_seconds: int = Field(
+        86_400, ge=60, le=90 * 86_400, validation_alias="SCHEDULER_IDEMPOTENCY_TTL_SECONDS"
+    )
+    processed_events_retention_days: int = Field(
+        30, ge=1, le=3650, validation_alias="SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS"
+    )
+    retention_interval_seconds: float = Field(
+        300, gt=0, le=86_400, validation_alias="SCHEDULER_RETENTION_INTERVAL_SECONDS"
+    )
+    retention_batch_size: int = Field(
+        5_000, ge=1, le=10_000, validation_alias="SCHEDULER_RETENTION_BATCH_SIZE"
+    )
+
     # Rotation: how long the previous webhook secret keeps signing alongside the new one.
     secret_rotation_grace_seconds: int = Field(
         86_400, ge=0, le=30 * 86_400, validation_alias="SCHEDULER_SECRET_ROTATION_GRACE_SECONDS"

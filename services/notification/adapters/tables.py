@@ -74,6 +74,8 @@ webhook_deliveries = Table(
     UniqueConstraint("event_id", "subscription_id", name="uq_webhook_deliveries_event_sub"),
     Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
     Index("ix_webhook_deliveries_sub_created", "subscription_id", "created_at", "id"),
+    # Retention (migration 0002): finished deliveries, oldest first.
+    Index("ix_webhook_deliveries_finished", "finished_at"),
 )
 
 delivery_attempts = Table(
@@ -107,6 +109,7 @@ alert_requests = Table(
     Column("tenant_id", String(200), nullable=False),
     Column("template", String(64), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_alert_requests_created", "created_at"),  # retention
 )
 
 notifications = Table(
@@ -123,6 +126,7 @@ notifications = Table(
     Column("read_at", UTCDateTime, nullable=True),
     UniqueConstraint("request_id", name="uq_notifications_request"),
     Index("ix_notifications_tenant_created", "tenant_id", "created_at", "id"),
+    Index("ix_notifications_created", "created_at"),  # retention
 )
 
 outbound_emails = Table(
@@ -143,4 +147,5 @@ outbound_emails = Table(
     Column("sent_at", UTCDateTime, nullable=True),
     UniqueConstraint("request_id", name="uq_outbound_emails_request"),
     Index("ix_outbound_emails_due", "status", "next_attempt_at"),
+    Index("ix_outbound_emails_created", "created_at"),  # retention
 )

@@ -24,9 +24,11 @@ from pydantic import SecretStr
 from authclient import AuthSettings, TokenVerifier
 from eventbus import InProcessBus
 from eventbus.factory import make_consumer
+from notification.adapters.retention_store import SqlRetentionStore
 from notification.bootstrap import ConfigError, Container, bootstrap, utc_now
 from notification.config import NotificationSettings
 from notification.entrypoints.api.app import create_app
+from notification.entrypoints.retention import RetentionStep, retention_policy
 from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker, run_forever
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
@@ -65,6 +67,12 @@ class NotificationApp:
         self.asgi_app = asgi_app
         self.events = events
         self.requests = requests
+        self.retention = RetentionStep(
+            SqlRetentionStore(container.engine),
+            retention_policy(container.settings),
+            container.clock,
+            interval_seconds=container.settings.retention_interval_seconds,
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -86,6 +94,7 @@ class NotificationApp:
             "alert-requests": lambda: self.requests.run_once(timeout_seconds=idle),
             "dispatcher": c.dispatcher.run_once,
             "email": lambda: c.alerts.send_due_emails(c.mailer),
+            "retention": self.retention.run_once,
         }
         self._tasks = [
             asyncio.create_task(run_forever(name, step, self._stop, idle), name=name)

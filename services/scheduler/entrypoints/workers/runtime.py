@@ -32,6 +32,7 @@ from scheduler.bootstrap import Container, Worker
 from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.entrypoints.workers.planner import PlannerWorker
 from scheduler.entrypoints.workers.relay import make_relay
+from scheduler.entrypoints.workers.retention import RetentionWorker
 from scheduler.entrypoints.workers.tenant_consumer import TenantConsumerWorker
 from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings, _is_transient
 from scheduler.service_layer.event_action import PublishingEventAction
@@ -54,6 +55,8 @@ class WorkerOptions:
     """Run the outbox relay (from_container: on)."""
     tenant_consumer: bool = False
     """Consume platform-events and billing-entitlements (from_container: on)."""
+    retention: bool = False
+    """Prune expired rows (from_container: on; service_layer/retention.py)."""
     planner_poll_seconds: float = 1.0
 
 
@@ -112,6 +115,11 @@ class WorkerRuntime:
             if self.options.tenant_consumer
             else None
         )
+        self.retention = (
+            RetentionWorker.from_container(container, registry=self.registry)
+            if self.options.retention
+            else None
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -129,6 +137,7 @@ class WorkerRuntime:
             planning=PlanningSettings(lookahead=timedelta(seconds=s.planner_lookahead_seconds)),
             relay=True,
             tenant_consumer=True,
+            retention=True,
         )
         return cls(container, options=options, registry=registry, tenants=tenants)
 
@@ -149,6 +158,8 @@ class WorkerRuntime:
                 self._spawn(self.relay.run(), "outbox-relay")
             if self.tenant_consumer is not None:
                 self._spawn(self._supervised(self.tenant_consumer, "tenant-consumer"), "tenants")
+            if self.retention is not None:
+                self._spawn(self.retention.run(), "retention")
             # Other workers from the composition root: run until cancelled.
             for factory in self.container.workers:
                 self._spawn(factory(self.container).run(), "worker")
@@ -179,6 +190,8 @@ class WorkerRuntime:
         self.planner.stop()
         if self.tenant_consumer is not None:
             self.tenant_consumer.stop()
+        if self.retention is not None:
+            self.retention.stop()
         if self.options.dispatcher:
             await self.dispatcher.stop(grace_seconds)
         self._stopped.set()

@@ -1,0 +1,142 @@
+"""SQL side of retention (service_layer/retention.py): each method is one batch in one
+transaction, bounded by `limit` rows of its table.
+
+Batches select their rows oldest first through an index (migration 0005, and 0003 for
+processed_events), so a batch costs O(limit), never O(table). On PostgreSQL the selection takes
+row locks with SKIP LOCKED: two replicas pruning at once take disjoint batches instead of
+waiting on each other. Partial-index predicates are SQL literals (never bound parameters), so
+PostgreSQL can match them to the partial indexes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from scheduler.adapters.db.run_tables import delivery_attempts, runs
+from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tenant_store import processed_events
+from scheduler.service_layer.retention import Deleted, RetainedTable
+
+TERMINAL_SQL = "status IN ('succeeded', 'failed', 'skipped')"  # ix_runs_terminal_finished
+DELETED_SQL = "deleted_at IS NOT NULL"  # ix_schedules_deleted
+# Ids of a batch travel as bound parameters: PostgreSQL allows 32,767 per statement.
+MAX_BATCH = 10_000
+
+
+class SqlRetentionStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_postgres = engine.dialect.name == "postgresql"
+
+    def _lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
+        # SQLite has one writer and no row locks; PostgreSQL replicas skip each other's rows.
+        return query.with_for_update(skip_locked=True) if self.is_postgres else query
+
+    async def delete_terminal_runs(self, finished_before: datetime, limit: int) -> Deleted:
+        """Terminal runs finished before the cutoff, with their delivery attempts."""
+        _check(limit)
+        async with self.engine.begin() as conn:
+            ids = await _ids(conn, self._lock(terminal_runs_batch(finished_before, limit)))
+            if not ids:
+                return Deleted(0)
+            attempts = await conn.execute(
+                sa.delete(delivery_attempts).where(delivery_attempts.c.run_id.in_(ids))
+            )
+            # The predicate again: whatever happened since the select, only terminal runs go.
+            deleted = await conn.execute(
+                sa.delete(runs).where(runs.c.id.in_(ids), sa.text(TERMINAL_SQL))
+            )
+        return Deleted(_rowcount(deleted), {RetainedTable.DELIVERY_ATTEMPTS: _rowcount(attempts)})
+
+    async def purge_deleted_schedules(self, deleted_before: datetime, limit: int) -> Deleted:
+        """Soft-deleted schedules older than the cutoff that have no run left, with their
+        idempotency keys."""
+        _check(limit)
+        async with self.engine.begin() as conn:
+            ids = await _ids(conn, self._lock(deleted_schedules_batch(deleted_before, limit)))
+            if not ids:
+                return Deleted(0)
+            keys = await conn.execute(
+                sa.delete(idempotency_keys).where(idempotency_keys.c.schedule_id.in_(ids))
+            )
+            deleted = await conn.execute(
+                sa.delete(schedules).where(schedules.c.id.in_(ids), sa.text(DELETED_SQL), _NO_RUNS)
+            )
+        return Deleted(_rowcount(deleted), {RetainedTable.IDEMPOTENCY_KEYS: _rowcount(keys)})
+
+    async def delete_idempotency_keys(self, created_before: datetime, limit: int) -> Deleted:
+        _check(limit)
+        t = idempotency_keys
+        doomed = self._lock(idempotency_keys_batch(created_before, limit))
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                sa.delete(t).where(sa.tuple_(t.c.tenant_id, t.c.key).in_(doomed))
+            )
+        return Deleted(_rowcount(result))
+
+    async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted:
+        _check(limit)
+        t = processed_events
+        doomed = self._lock(processed_events_batch(processed_before, limit))
+        async with self.engine.begin() as conn:
+            result = await conn.execute(sa.delete(t).where(t.c.event_id.in_(doomed)))
+        return Deleted(_rowcount(result))
+
+
+# Batch selections, oldest first, each on its index (tests EXPLAIN them on PostgreSQL).
+_NO_RUNS = ~sa.exists(sa.select(sa.literal(1)).where(runs.c.schedule_id == schedules.c.id))
+
+
+def terminal_runs_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(runs.c.id)
+        .where(sa.text(TERMINAL_SQL), runs.c.finished_at < before)
+        .order_by(runs.c.finished_at)
+        .limit(limit)
+    )
+
+
+def deleted_schedules_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(schedules.c.id)
+        .where(sa.text(DELETED_SQL), schedules.c.deleted_at < before, _NO_RUNS)
+        .order_by(schedules.c.deleted_at)
+        .limit(limit)
+    )
+
+
+def idempotency_keys_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    t = idempotency_keys
+    return (
+        sa.select(t.c.tenant_id, t.c.key)
+        .where(t.c.created_at < before)
+        .order_by(t.c.created_at)
+        .limit(limit)
+    )
+
+
+def processed_events_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    t = processed_events
+    return (
+        sa.select(t.c.event_id)
+        .where(t.c.processed_at < before)
+        .order_by(t.c.processed_at)
+        .limit(limit)
+    )
+
+
+def _check(limit: int) -> None:
+    if not 1 <= limit <= MAX_BATCH:
+        raise ValueError(f"batch limit must be 1..{MAX_BATCH}")
+
+
+async def _ids(conn: AsyncConnection, query: sa.Select[Any]) -> list[str]:
+    return list((await conn.execute(query)).scalars().all())
+
+
+def _rowcount(result: Any) -> int:
+    return max(int(result.rowcount or 0), 0)
