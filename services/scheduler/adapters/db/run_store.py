@@ -133,6 +133,16 @@ class SqlRunTx(RunTx):
     def _insert(self, table: sa.Table) -> Any:
         return (pg_dialect.insert if self.is_postgres else sqlite_dialect.insert)(table)
 
+    def _in(self, column: sa.ColumnElement[Any], values: list[Any]) -> sa.ColumnElement[bool]:
+        """`column IN values`. PostgreSQL: `column = ANY(:array)`, ONE parameter, so the SQL is
+        the same whatever the list's length and asyncpg prepares it once; an expanding IN
+        renders a new statement per length, which costs a prepare round trip (and a plan) on
+        most hot-path calls, their batch sizes varying."""
+        if not self.is_postgres:
+            return column.in_(values)
+        array = sa.bindparam(None, values, type_=pg_dialect.ARRAY(column.type))
+        return column == sa.any_(array)
+
     # ---- planner -------------------------------------------------------------------------
 
     async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]:
@@ -173,7 +183,7 @@ class SqlRunTx(RunTx):
             return set()
         q = (
             sa.select(runs.c.schedule_id)
-            .where(runs.c.schedule_id.in_(list(schedule_ids)))
+            .where(self._in(runs.c.schedule_id, list(schedule_ids)))
             .where(sa.text(UNFINISHED_SQL))
             .distinct()
         )
@@ -322,7 +332,7 @@ class SqlRunTx(RunTx):
             schedules.c.secret_ciphertext,
             schedules.c.previous_secret_ciphertext,
             schedules.c.previous_secret_expires_at,
-        ).where(schedules.c.id.in_(sorted(set(schedule_ids))))
+        ).where(self._in(schedules.c.id, sorted(set(schedule_ids))))
         out: dict[str, DeliverySpec] = {}
         for r in await self.conn.execute(q):
             secrets = [self.box.decrypt(r.secret_ciphertext, associated=r.id)]
@@ -357,7 +367,8 @@ class SqlRunTx(RunTx):
             .where(e.c.status.in_([s.value for s in _UNFINISHED]))
             .where(e.c.id != r.c.id)
         )
-        q = sa.select(r.c.id).where(r.c.id.in_([c.id for c in candidates])).where(earlier.exists())
+        q = sa.select(r.c.id).where(self._in(r.c.id, [c.id for c in candidates]))
+        q = q.where(earlier.exists())
         return {row[0] for row in await self.conn.execute(q)}
 
     async def lock_owned(self, leases: Sequence[tuple[str, str]]) -> set[str]:
@@ -366,7 +377,7 @@ class SqlRunTx(RunTx):
         wanted = dict(leases)
         q = (
             sa.select(runs.c.id, runs.c.lease_owner)
-            .where(runs.c.id.in_(sorted(wanted)))
+            .where(self._in(runs.c.id, sorted(wanted)))
             .where(sa.text(LEASED_SQL))
             .order_by(runs.c.id)
             .with_for_update()
@@ -403,7 +414,7 @@ class SqlRunTx(RunTx):
             return {}
         q = (
             sa.select(*_SCHEDULE_COLUMNS)
-            .where(schedules.c.id.in_(sorted(set(schedule_ids))))
+            .where(self._in(schedules.c.id, sorted(set(schedule_ids))))
             .order_by(schedules.c.id)
             .with_for_update()
         )
@@ -437,7 +448,7 @@ class SqlRunTx(RunTx):
             return
         failing = (
             sa.select(schedules.c.id)
-            .where(schedules.c.id.in_(sorted(set(schedule_ids))))
+            .where(self._in(schedules.c.id, sorted(set(schedule_ids))))
             .where(schedules.c.consecutive_failures > 0)
             .order_by(schedules.c.id)
             .with_for_update()
