@@ -31,7 +31,7 @@ lint: venv
 ## where fresh databases may be created and dropped); SQLite figures always run.
 BENCH_POSTGRES_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/postgres
 bench: venv
-	BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(BIN)/python -m bench $(BENCH_ARGS)
+	@BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
