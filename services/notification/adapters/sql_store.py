@@ -103,10 +103,26 @@ class SqlNotificationStore:
         self.engine = engine
         self._postgres = engine.dialect.name == "postgresql"
 
+    def _dialect_insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which has ON CONFLICT."""
+        return (postgresql.insert if self._postgres else sqlite.insert)(table)
+
     def _insert_ignore(self, table: Any) -> Any:
-        """INSERT ... ON CONFLICT DO NOTHING, in the dialect at hand."""
-        dialect_insert = postgresql.insert if self._postgres else sqlite.insert
-        return dialect_insert(table).on_conflict_do_nothing()
+        """INSERT ... ON CONFLICT DO NOTHING."""
+        return self._dialect_insert(table).on_conflict_do_nothing()
+
+    async def _lease(
+        self, conn: AsyncConnection, due: Select[Any], table: Any, **lease: Any
+    ) -> list[str]:
+        """Claim the ids `due` selects: set `lease` on those rows in the open transaction. On
+        PostgreSQL the rows are locked SKIP LOCKED, so several claimers take disjoint batches
+        without waiting on each other."""
+        if self._postgres:
+            due = due.with_for_update(of=table, skip_locked=True)
+        ids = list((await conn.execute(due)).scalars())
+        if ids:
+            await conn.execute(update(table).where(table.c.id.in_(ids)).values(**lease))
+        return ids
 
     async def ping(self) -> bool:
         async with self.engine.connect() as conn:
@@ -118,6 +134,14 @@ class SqlNotificationStore:
     def _live_subs(self, tenant_id: str) -> Select[Any]:
         return select(*_SUB_COLUMNS).where(
             subscriptions.c.tenant_id == tenant_id, subscriptions.c.deleted_at.is_(None)
+        )
+
+    @staticmethod
+    def _update_live_sub(tenant_id: str, sub_id: str) -> Any:
+        return update(subscriptions).where(
+            subscriptions.c.tenant_id == tenant_id,
+            subscriptions.c.id == sub_id,
+            subscriptions.c.deleted_at.is_(None),
         )
 
     async def insert_subscription(self, sub: SubscriptionRecord) -> None:
@@ -157,15 +181,7 @@ class SqlNotificationStore:
         if unknown:
             raise ValueError(f"not updatable: {sorted(unknown)}")
         async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(subscriptions)
-                .where(
-                    subscriptions.c.tenant_id == tenant_id,
-                    subscriptions.c.id == sub_id,
-                    subscriptions.c.deleted_at.is_(None),
-                )
-                .values(**values)
-            )
+            result = await conn.execute(self._update_live_sub(tenant_id, sub_id).values(**values))
             if result.rowcount == 0:
                 return None
             return await self._get_sub(conn, tenant_id, sub_id)
@@ -175,13 +191,9 @@ class SqlNotificationStore:
         # query joins live, enabled subscriptions only).
         async with self.engine.begin() as conn:
             result = await conn.execute(
-                update(subscriptions)
-                .where(
-                    subscriptions.c.tenant_id == tenant_id,
-                    subscriptions.c.id == sub_id,
-                    subscriptions.c.deleted_at.is_(None),
+                self._update_live_sub(tenant_id, sub_id).values(
+                    deleted_at=now, enabled=False, updated_at=now
                 )
-                .values(deleted_at=now, enabled=False, updated_at=now)
             )
             return bool(result.rowcount)
 
@@ -240,18 +252,11 @@ class SqlNotificationStore:
             .order_by(d.c.next_attempt_at)
             .limit(limit)
         )
-        if self._postgres:
-            # Several dispatchers claim disjoint batches without waiting on each other.
-            due = due.with_for_update(of=d, skip_locked=True)
         async with self.engine.begin() as conn:
-            ids = list((await conn.execute(due)).scalars())
+            lease = now + timedelta(seconds=lease_seconds)
+            ids = await self._lease(conn, due, d, locked_until=lease)
             if not ids:
                 return []
-            await conn.execute(
-                update(d)
-                .where(d.c.id.in_(ids))
-                .values(locked_until=now + timedelta(seconds=lease_seconds))
-            )
             query = (
                 select(
                     d.c.id.label("d_id"),
@@ -431,8 +436,7 @@ class SqlNotificationStore:
         return list(emails or [])
 
     async def put_alert_contacts(self, tenant_id: str, emails: list[str], now: datetime) -> None:
-        dialect_insert = postgresql.insert if self._postgres else sqlite.insert
-        stmt = dialect_insert(alert_contacts).values(
+        stmt = self._dialect_insert(alert_contacts).values(
             tenant_id=tenant_id, emails=emails, updated_at=now
         )
         stmt = stmt.on_conflict_do_update(
@@ -513,18 +517,12 @@ class SqlNotificationStore:
             .order_by(e.c.next_attempt_at)
             .limit(limit)
         )
-        if self._postgres:
-            due = due.with_for_update(skip_locked=True)
         async with self.engine.begin() as conn:
-            ids = list((await conn.execute(due)).scalars())
+            # The lease is the next_attempt_at itself: a sender that dies is retried after it.
+            lease = now + timedelta(seconds=lease_seconds)
+            ids = await self._lease(conn, due, e, next_attempt_at=lease)
             if not ids:
                 return []
-            # The lease is the next_attempt_at itself: a sender that dies is retried after it.
-            await conn.execute(
-                update(e)
-                .where(e.c.id.in_(ids))
-                .values(next_attempt_at=now + timedelta(seconds=lease_seconds))
-            )
             rows = (await conn.execute(select(e).where(e.c.id.in_(ids)))).mappings().all()
         return [
             EmailRecord(

@@ -22,11 +22,13 @@ Replicas are safe: batches select with FOR UPDATE SKIP LOCKED on PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
+
+from servicekit import retention as batching
+from servicekit.retention import PruneStep, check_batching, prune_in_batches
 
 
 class RetainedTable(StrEnum):
@@ -48,19 +50,14 @@ class RetentionPolicy:
     max_batches: int = 100
 
     def __post_init__(self) -> None:
-        if not 1 <= self.batch_size <= 10_000:
-            raise ValueError("batch_size must be 1..10000")
-        if not 1 <= self.max_batches <= 10_000:
-            raise ValueError("max_batches must be 1..10000")
+        check_batching(self.batch_size, self.max_batches)
         if self.delivery_retention <= timedelta(0) or self.inbox_retention <= timedelta(0):
             raise ValueError("retention periods must be positive")
 
 
-@dataclass(frozen=True)
-class Deleted:
-    rows: int
-    """Rows of the step's own table (decides whether another batch is needed)."""
-    dependents: dict[RetainedTable, int] = field(default_factory=dict)
+Deleted = batching.Deleted[RetainedTable]
+"""What one batch removed: `rows` of its own table, `dependents` from others (a delivery's
+attempts)."""
 
 
 class RetentionStore(Protocol):
@@ -83,22 +80,7 @@ class RetentionStore(Protocol):
     async def delete_alert_requests(self, before: datetime, limit: int) -> Deleted: ...
 
 
-@dataclass
-class RetentionReport:
-    deleted: dict[RetainedTable, int] = field(default_factory=dict)
-    more: bool = False
-    """A step hit `max_batches`: old rows remain for the next pass."""
-
-    def add(self, table: RetainedTable, count: int) -> None:
-        if count:
-            self.deleted[table] = self.deleted.get(table, 0) + count
-
-    @property
-    def total(self) -> int:
-        return sum(self.deleted.values())
-
-
-Batch = Callable[[datetime, int], Awaitable[Deleted]]
+RetentionReport = batching.RetentionReport[RetainedTable]
 
 
 async def prune_once(
@@ -108,27 +90,18 @@ async def prune_once(
     before their subscription, notifications and emails before their alert request)."""
     deliveries = now - policy.delivery_retention
     inbox = now - policy.inbox_retention
-    steps: list[tuple[RetainedTable, Batch, datetime]] = [
-        (RetainedTable.WEBHOOK_DELIVERIES, store.delete_finished_deliveries, deliveries),
-        (
+    steps = [
+        PruneStep(RetainedTable.WEBHOOK_DELIVERIES, store.delete_finished_deliveries, deliveries),
+        PruneStep(
             RetainedTable.WEBHOOK_DELIVERIES,
             store.delete_deliveries_of_deleted_subscriptions,
             deliveries,
         ),
-        (RetainedTable.SUBSCRIPTIONS, store.purge_deleted_subscriptions, deliveries),
-        (RetainedTable.NOTIFICATIONS, store.delete_notifications, inbox),
-        (RetainedTable.OUTBOUND_EMAILS, store.delete_finished_emails, inbox),
-        (RetainedTable.ALERT_REQUESTS, store.delete_alert_requests, inbox),
+        PruneStep(RetainedTable.SUBSCRIPTIONS, store.purge_deleted_subscriptions, deliveries),
+        PruneStep(RetainedTable.NOTIFICATIONS, store.delete_notifications, inbox),
+        PruneStep(RetainedTable.OUTBOUND_EMAILS, store.delete_finished_emails, inbox),
+        PruneStep(RetainedTable.ALERT_REQUESTS, store.delete_alert_requests, inbox),
     ]
-    report = RetentionReport()
-    for table, batch, cutoff in steps:
-        for _ in range(policy.max_batches):
-            deleted = await batch(cutoff, policy.batch_size)
-            report.add(table, deleted.rows)
-            for other, count in deleted.dependents.items():
-                report.add(other, count)
-            if deleted.rows < policy.batch_size:
-                break
-        else:
-            report.more = True
-    return report
+    return await prune_in_batches(
+        steps, batch_size=policy.batch_size, max_batches=policy.max_batches
+    )

@@ -22,11 +22,13 @@ workers take disjoint batches; SQLite has one writer.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
+
+from servicekit import retention as batching
+from servicekit.retention import PruneStep, check_batching, prune_in_batches
 
 
 class RetainedTable(StrEnum):
@@ -50,23 +52,15 @@ class RetentionPolicy:
     """Per table per pass: one pass does bounded work; the next pass continues."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.batch_size <= 10_000:
-            raise ValueError("batch_size must be 1..10000")
-        if not 1 <= self.max_batches <= 10_000:
-            raise ValueError("max_batches must be 1..10000")
+        check_batching(self.batch_size, self.max_batches)
         for name in ("run_retention", "idempotency_ttl", "processed_events_retention"):
             if getattr(self, name) <= timedelta(0):
                 raise ValueError(f"{name} must be positive")
 
 
-@dataclass(frozen=True)
-class Deleted:
-    """What one batch removed."""
-
-    rows: int
-    """Rows of the batch's own table (decides whether another batch is needed)."""
-    dependents: dict[RetainedTable, int] = field(default_factory=dict)
-    """Rows removed with them from other tables (a run's attempts, a schedule's keys)."""
+Deleted = batching.Deleted[RetainedTable]
+"""What one batch removed: `rows` of its own table, `dependents` from others (a run's attempts,
+a schedule's keys)."""
 
 
 class RetentionStore(Protocol):
@@ -81,23 +75,7 @@ class RetentionStore(Protocol):
     async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted: ...
 
 
-@dataclass
-class RetentionReport:
-    deleted: dict[RetainedTable, int] = field(default_factory=dict)
-    batches: int = 0
-    more: bool = False
-    """A table hit `max_batches`: rows older than the cutoff remain for the next pass."""
-
-    def add(self, table: RetainedTable, count: int) -> None:
-        if count:
-            self.deleted[table] = self.deleted.get(table, 0) + count
-
-    @property
-    def total(self) -> int:
-        return sum(self.deleted.values())
-
-
-Batch = Callable[[datetime, int], Awaitable[Deleted]]
+RetentionReport = batching.RetentionReport[RetainedTable]
 
 
 async def prune_once(
@@ -105,30 +83,21 @@ async def prune_once(
 ) -> RetentionReport:
     """One bounded pass over every table. Runs go before schedules, so a deleted schedule whose
     last runs expire in this pass is purged in the same pass."""
-    report = RetentionReport()
-    steps: list[tuple[RetainedTable, Batch, datetime]] = [
-        (RetainedTable.RUNS, store.delete_terminal_runs, now - policy.run_retention),
-        (RetainedTable.SCHEDULES, store.purge_deleted_schedules, now - policy.run_retention),
-        (
+    run_cutoff = now - policy.run_retention
+    steps = [
+        PruneStep(RetainedTable.RUNS, store.delete_terminal_runs, run_cutoff),
+        PruneStep(RetainedTable.SCHEDULES, store.purge_deleted_schedules, run_cutoff),
+        PruneStep(
             RetainedTable.IDEMPOTENCY_KEYS,
             store.delete_idempotency_keys,
             now - policy.idempotency_ttl,
         ),
-        (
+        PruneStep(
             RetainedTable.PROCESSED_EVENTS,
             store.delete_processed_events,
             now - policy.processed_events_retention,
         ),
     ]
-    for table, batch, cutoff in steps:
-        for _ in range(policy.max_batches):
-            deleted = await batch(cutoff, policy.batch_size)
-            report.batches += 1
-            report.add(table, deleted.rows)
-            for other, count in deleted.dependents.items():
-                report.add(other, count)
-            if deleted.rows < policy.batch_size:
-                break
-        else:
-            report.more = True
-    return report
+    return await prune_in_batches(
+        steps, batch_size=policy.batch_size, max_batches=policy.max_batches
+    )

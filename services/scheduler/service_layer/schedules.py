@@ -290,13 +290,9 @@ async def pause_schedule(
     expected_version: int | None,
     clock: Clock,
 ) -> Schedule:
-    async with uow:
-        schedule = await _load(uow, tenant_id, schedule_id)
-        _check_version(schedule, expected_version)
-        schedule.pause(reason, clock())
-        await uow.schedules.save(schedule)
-        await uow.commit()
-        return schedule
+    return await _change(
+        uow, tenant_id, schedule_id, expected_version, lambda s: s.pause(reason, clock())
+    )
 
 
 async def resume_schedule(
@@ -338,12 +334,7 @@ async def delete_schedule(
     expected_version: int | None,
     clock: Clock,
 ) -> None:
-    async with uow:
-        schedule = await _load(uow, tenant_id, schedule_id)
-        _check_version(schedule, expected_version)
-        schedule.delete(clock())
-        await uow.schedules.save(schedule)
-        await uow.commit()
+    await _change(uow, tenant_id, schedule_id, expected_version, lambda s: s.delete(clock()))
 
 
 async def rotate_secret(
@@ -397,6 +388,24 @@ async def _load(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
 def _check_version(schedule: Schedule, expected: int | None) -> None:
     if expected is not None and expected != schedule.version:
         raise VersionMismatch(schedule.version)
+
+
+async def _change(
+    uow: UnitOfWork,
+    tenant_id: str,
+    schedule_id: str,
+    expected_version: int | None,
+    change: Callable[[Schedule], None],
+) -> Schedule:
+    """Load the live schedule, check If-Match, apply `change` (an aggregate method that records
+    its event), save and commit."""
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        change(schedule)
+        await uow.schedules.save(schedule)
+        await uow.commit()
+        return schedule
 
 
 __all__ = [

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Required, TypedDict, TypeVar, Unpack
 
 from scheduler.domain.events import NOTIFICATION_REQUESTS_TOPIC, DomainEvent
 from scheduler.domain.ids import stable_id
@@ -77,6 +77,8 @@ LIST_PAGE = 500  # schedules read per query when a downgrade checks a tenant
 # and computing each schedule's smallest gap would be wasted work.
 ENGINE_MIN_INTERVAL_SECONDS = 60
 RECURRENCE_CACHE = 1024
+
+P = TypeVar("P", SuspensionState, EntitlementsRecord)  # a projection row
 
 
 class TenantSuspended(ServiceError):
@@ -176,6 +178,30 @@ def _event_time(event: Mapping[str, Any]) -> datetime:
     return value
 
 
+async def _apply_to_projection(
+    *,
+    read: Callable[[], Awaitable[P | None]],
+    after: Callable[[P | None], P | None],
+    insert_if_absent: Callable[[P], Awaitable[bool]],
+    update: Callable[[P], Awaitable[None]],
+) -> P | None:
+    """Apply one event to a tenant's projection row: read it locked, compute the row after the
+    event, store it. None when the event changes nothing (stale or duplicate by time). When a
+    concurrent writer created the row first (insert refused), lock theirs and apply again."""
+    current = await read()
+    new = after(current)
+    if new is None:
+        return None
+    if current is None:
+        if await insert_if_absent(new):
+            return new
+        new = after(await read())
+        if new is None:
+            return None
+    await update(new)
+    return new
+
+
 async def apply_platform_event(
     uow: TenantUnitOfWork, event: Mapping[str, Any], now: datetime
 ) -> bool:
@@ -184,19 +210,15 @@ async def apply_platform_event(
     tenant_id = str(event["tenant_id"])
     suspended = event["type"] == TENANT_SUSPENDED
     at, event_id = _event_time(event), str(event["id"])
-    current = await uow.tenants.status(tenant_id, lock=True)
-    new = apply_suspension_event(current, suspended=suspended, time=at, event_id=event_id)
-    if new is None:
-        return False
-    if current is None:
-        if await uow.tenants.insert_status_if_absent(tenant_id, new, now):
-            return True
-        current = await uow.tenants.status(tenant_id, lock=True)
-        new = apply_suspension_event(current, suspended=suspended, time=at, event_id=event_id)
-        if new is None:
-            return False
-    await uow.tenants.update_status(tenant_id, new, now)
-    return True
+    new = await _apply_to_projection(
+        read=lambda: uow.tenants.status(tenant_id, lock=True),
+        after=lambda current: apply_suspension_event(
+            current, suspended=suspended, time=at, event_id=event_id
+        ),
+        insert_if_absent=lambda state: uow.tenants.insert_status_if_absent(tenant_id, state, now),
+        update=lambda state: uow.tenants.update_status(tenant_id, state, now),
+    )
+    return new is not None
 
 
 async def apply_entitlements_event(
@@ -211,19 +233,18 @@ async def apply_entitlements_event(
     data = event.get("data")
     limits = parse_limits(data.get("limits") if isinstance(data, Mapping) else None)
     at, event_id = _event_time(event), str(event["id"])
-    current = await uow.tenants.entitlements(tenant_id, lock=True)
-    new = _entitlements_after(current, limits=limits, time=at, event_id=event_id)
+    new = await _apply_to_projection(
+        read=lambda: uow.tenants.entitlements(tenant_id, lock=True),
+        after=lambda current: _entitlements_after(
+            current, limits=limits, time=at, event_id=event_id
+        ),
+        insert_if_absent=lambda record: uow.tenants.insert_entitlements_if_absent(
+            tenant_id, record, now
+        ),
+        update=lambda record: uow.tenants.update_entitlements(tenant_id, record, now),
+    )
     if new is None:
         return None
-    if current is None:
-        if not await uow.tenants.insert_entitlements_if_absent(tenant_id, new, now):
-            current = await uow.tenants.entitlements(tenant_id, lock=True)
-            new = _entitlements_after(current, limits=limits, time=at, event_id=event_id)
-            if new is None:
-                return None
-            await uow.tenants.update_entitlements(tenant_id, new, now)
-    else:
-        await uow.tenants.update_entitlements(tenant_id, new, now)
     return await pause_over_limit(uow, tenant_id, new.effective(defaults), now, new.event_id)
 
 
@@ -404,54 +425,32 @@ def check_definition(
         _raise(check_min_interval(ent, recurrence.min_interval_seconds(since=since)))
 
 
-def check_create(
-    ent: Entitlements,
-    *,
-    live_count: int,
-    cron: str | None = None,
-    timezone: str | None = None,
-    recurrence: Recurrence | None = None,
-    payload: Any,
-    since: datetime | None = None,
-) -> None:
+class Definition(TypedDict, total=False):
+    """check_definition's keywords: `payload`, and `recurrence` or `cron` and `timezone`."""
+
+    cron: str | None
+    timezone: str | None
+    recurrence: Recurrence | None
+    payload: Required[Any]
+    since: datetime | None
+
+
+def check_create(ent: Entitlements, *, live_count: int, **definition: Unpack[Definition]) -> None:
     """Before creating: `live_count` is the tenant's live schedules now (the new one adds 1)."""
     _raise(check_schedule_count(ent, live_count + 1))
-    check_definition(
-        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
-    )
+    check_definition(ent, **definition)
 
 
-def check_update(
-    ent: Entitlements,
-    *,
-    cron: str | None = None,
-    timezone: str | None = None,
-    recurrence: Recurrence | None = None,
-    payload: Any,
-    since: datetime | None = None,
-) -> None:
+def check_update(ent: Entitlements, **definition: Unpack[Definition]) -> None:
     """Before updating: the schedule's resulting cron, zone and payload."""
-    check_definition(
-        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
-    )
+    check_definition(ent, **definition)
 
 
-def check_resume(
-    ent: Entitlements,
-    *,
-    live_count: int,
-    cron: str | None = None,
-    timezone: str | None = None,
-    recurrence: Recurrence | None = None,
-    payload: Any,
-    since: datetime | None = None,
-) -> None:
+def check_resume(ent: Entitlements, *, live_count: int, **definition: Unpack[Definition]) -> None:
     """Before resuming: refused while the tenant is over max_schedules (paused schedules count:
     delete some first) or the schedule itself breaks a limit."""
     _raise(check_schedule_count(ent, live_count))
-    check_definition(
-        ent, cron=cron, timezone=timezone, recurrence=recurrence, payload=payload, since=since
-    )
+    check_definition(ent, **definition)
 
 
 async def is_suspended_at(uow: TenantUnitOfWork, tenant_id: str, instant: datetime) -> bool:
