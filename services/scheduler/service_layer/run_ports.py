@@ -12,8 +12,10 @@ Contract every implementation keeps:
 - `claim_due` moves up to `limit` claimable runs to in_progress under `owner` until
   `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); it is the SQL
   twin of `Run.claim` (a pending run has next_attempt_at = scheduled_for, so never early).
-- `lock_owned` locks the given runs and returns the ids still in_progress under the named owner;
-  only those may be written (0 rows = LeaseLost, the write is dropped).
+- `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
+  events) only while its run is still in_progress under the completion's owner; the others are
+  dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one
+  transaction (PostgreSQL: one statement, rows locked in id order).
 - Nothing is visible to others before `commit()`; leaving the block without it rolls back.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -69,6 +71,23 @@ class RunPageFilter:
     scheduled_to: datetime | None = None
 
 
+@dataclass
+class Completion:
+    """A run moved in memory under `owner`'s lease, waiting to be written."""
+
+    run: Run
+    owner: str
+    attempts: list[Attempt] = field(default_factory=list)
+    events: list[DomainEvent] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, run: Run, owner: str, extra_events: Sequence[DomainEvent] = ()) -> Completion:
+        completion = cls(run, owner, list(run.new_attempts), [*run.events, *extra_events])
+        run.new_attempts.clear()
+        run.events.clear()
+        return completion
+
+
 class RunTx(Protocol):
     # ---- planner -------------------------------------------------------------------------
     async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]: ...
@@ -107,13 +126,13 @@ class RunTx(Protocol):
         """Ids of those runs whose schedule has an unfinished run planned before them."""
         ...
 
-    async def lock_owned(self, leases: Sequence[tuple[str, str]]) -> set[str]: ...
-
-    async def write_runs(self, runs: Sequence[Run]) -> None:
-        """Store the runs' state columns (status, attempts, times, lease)."""
+    async def write_owned(self, completions: Sequence[Completion]) -> set[str]:
+        """For each completion whose run is still in_progress under its owner: store the run's
+        state columns (status, attempts, times, lease), insert its attempts and its events
+        (outbox, duplicates ignored), in completion order. Returns the ids written; the others
+        are dropped (LeaseLost). Then the breaker's all-succeeded case: schedules among whose
+        written runs some succeeded and none failed get `reset_consecutive_failures`."""
         ...
-
-    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None: ...
 
     async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         """Live or deleted schedules by id, locked (ordered by id, so no deadlock)."""
@@ -205,6 +224,7 @@ class ActionPerformer(Protocol):
 __all__ = [
     "ActionPerformer",
     "ActionResult",
+    "Completion",
     "DeliverySpec",
     "NeverSuspended",
     "RunPageFilter",

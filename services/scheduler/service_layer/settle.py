@@ -1,8 +1,9 @@
 """Settling: write a group of finished attempts (and releases, and claim-time skips) in ONE
 transaction (DESIGN.md §6, §10: batched completion writes).
 
-For each completion still held under its lease (`lock_owned`; a lost lease drops the write, the
-new holder's result stands): the run's new state, its attempt row, its events (outbox). Then the
+For each completion still held under its lease (`write_owned`, a compare-and-set on the lease; a
+lost lease drops the write, the new holder's result stands): the run's new state, its attempt
+rows, its events (outbox); on PostgreSQL one statement for all of them. Then the
 breaker, in the same transaction as the runs that moved it: every run that finished (succeeded
 or failed) is applied in completion order to its schedule's count; a trip pauses a still-active
 schedule with paused_reason "breaker", emits `schedule.paused` and an alert request
@@ -14,7 +15,7 @@ which a conditional UPDATE writes (the common case touches no schedule row at al
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,28 +25,13 @@ from scheduler.domain.ids import stable_id
 from scheduler.domain.policies import ScheduleState
 from scheduler.domain.run import Attempt, Run, RunStatus
 from scheduler.domain.schedule import Schedule
-from scheduler.service_layer.run_ports import RunStore
+from scheduler.service_layer.run_ports import Completion, RunStore
+
+__all__ = ["Completion", "SettleReport", "alert_request", "settle_completions"]
 
 ALERT_TEMPLATE_AUTO_PAUSED = "schedule_auto_paused"
 ALERT_REQUESTED = "alert.requested"
 _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
-
-
-@dataclass
-class Completion:
-    """A run moved in memory under `owner`'s lease, waiting to be written."""
-
-    run: Run
-    owner: str
-    attempts: list[Attempt] = field(default_factory=list)
-    events: list[DomainEvent] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, run: Run, owner: str, extra_events: Sequence[DomainEvent] = ()) -> Completion:
-        completion = cls(run, owner, list(run.new_attempts), [*run.events, *extra_events])
-        run.new_attempts.clear()
-        run.events.clear()
-        return completion
 
 
 @dataclass(frozen=True)
@@ -98,21 +84,17 @@ async def settle_completions(
     if not completions:
         return SettleReport([], [], [])
     async with store.transaction() as tx:
-        owned = await tx.lock_owned([(c.run.id, c.owner) for c in completions])
+        # Lease check, run states, attempts, events and the all-succeeded breaker reset (a
+        # schedule whose runs here all succeeded ends at count 0 whatever the order) in one go.
+        owned = await tx.write_owned(completions)
         kept = [c for c in completions if c.run.id in owned]
         lost = [c.run.id for c in completions if c.run.id not in owned]
-        await tx.write_runs([c.run for c in kept])
-        await tx.insert_attempts([a for c in kept for a in c.attempts])
-        events = [e for c in kept for e in c.events]
         paused: list[str] = []
-        finished = [c for c in kept if c.run.status in _FINISHED]
-        failing = {c.run.schedule_id for c in finished if c.run.status is RunStatus.FAILED}
-        # Schedules whose runs here all succeeded end at count 0 whatever the order: one
-        # conditional UPDATE, no schedule row read or locked unless its count was not 0.
-        succeeded_only = {c.run.schedule_id for c in finished} - failing
-        await tx.reset_consecutive_failures(sorted(succeeded_only))
-        finished = [c for c in finished if c.run.schedule_id in failing]
+        failing = {c.run.schedule_id for c in kept if c.run.status is RunStatus.FAILED}
+        # The rare case: schedules with a failed run, read and locked, applied in order.
+        finished = [c for c in kept if c.run.schedule_id in failing and c.run.status in _FINISHED]
         if finished:
+            events: list[DomainEvent] = []
             schedules = await tx.lock_schedules([c.run.schedule_id for c in finished])
             changed: dict[str, Schedule] = {}
             for c in finished:
@@ -133,6 +115,6 @@ async def settle_completions(
                     events.append(alert_request(s, _last_error(c.run, c.attempts), now))
                     paused.append(s.id)
             await tx.save_breaker(list(changed.values()))
-        await tx.add_events(events)
+            await tx.add_events(events)
         await tx.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)

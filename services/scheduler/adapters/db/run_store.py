@@ -4,16 +4,20 @@ statement or executemany), portable across PostgreSQL and SQLite.
 
 PostgreSQL: claims are `UPDATE runs ... WHERE id IN (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT n)
 RETURNING ...`, so replicas never claim the same run; planners lock due schedules the same way.
+A settle (`write_owned`) is one statement: a data-modifying CTE that checks the leases, writes
+the runs, inserts attempts and outbox rows for the written runs and resets the breaker count.
 SQLite: `FOR UPDATE` is not emitted; the engine's single pooled connection makes every
-transaction the only writer.
+transaction the only writer; a settle is four multi-row statements (UPDATE ... FROM VALUES
+... RETURNING for the lease check and the write, then attempts, outbox, breaker reset).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -44,12 +48,14 @@ from scheduler.domain.policies import (
 from scheduler.domain.run import Attempt, Run, RunStatus, SkipReason, Trigger
 from scheduler.domain.schedule import Schedule, Target
 from scheduler.service_layer.run_ports import (
+    Completion,
     DeliverySpec,
     RunPageFilter,
     RunTx,
     ScheduleToPlan,
 )
 
+_T = TypeVar("_T")
 _SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphertext")]
 _ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"  # ix_schedules_due's predicate
 # The same runs as DUE_STATUSES_SQL (the six statuses are a closed set), written so PostgreSQL
@@ -108,20 +114,6 @@ def row_to_run(row: Any) -> Run:
         lease_owner=m["lease_owner"],
         lease_expires_at=m["lease_expires_at"],
     )
-
-
-def _state_params(run: Run) -> dict[str, Any]:
-    return {
-        "b_id": run.id,
-        "status": run.status.value,
-        "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
-        "attempt_count": run.attempt_count,
-        "next_attempt_at": run.next_attempt_at,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "lease_owner": run.lease_owner,
-        "lease_expires_at": run.lease_expires_at,
-    }
 
 
 class SqlRunTx(RunTx):
@@ -371,43 +363,127 @@ class SqlRunTx(RunTx):
         q = q.where(earlier.exists())
         return {row[0] for row in await self.conn.execute(q)}
 
-    async def lock_owned(self, leases: Sequence[tuple[str, str]]) -> set[str]:
-        if not leases:
+    async def write_owned(self, completions: Sequence[Completion]) -> set[str]:
+        if not completions:
             return set()
-        wanted = dict(leases)
-        q = (
-            sa.select(runs.c.id, runs.c.lease_owner)
-            .where(self._in(runs.c.id, sorted(wanted)))
-            .where(sa.text(LEASED_SQL))
-            .order_by(runs.c.id)
-            .with_for_update()
-        )
-        return {r.id for r in await self.conn.execute(q) if wanted.get(r.id) == r.lease_owner}
+        if self.is_postgres:
+            return await self._write_owned_pg(completions)
+        return await self._write_owned_sqlite(completions)
 
-    async def write_runs(self, changed: Sequence[Run]) -> None:
-        if not changed:
-            return
-        stmt = sa.update(runs).where(runs.c.id == sa.bindparam("b_id"))
-        await self.conn.execute(stmt, [_state_params(r) for r in changed])
-
-    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
-        if not attempts:
-            return
-        # Plain dicts: dataclasses.asdict deep-copies every field (measurable per run).
-        rows = [
-            {
-                "run_id": a.run_id,
-                "number": a.number,
-                "started_at": a.started_at,
-                "duration_ms": a.duration_ms,
-                "status_code": a.status_code,
-                "error_kind": a.error_kind,
-                "error_message": a.error_message,
-                "response_excerpt": a.response_excerpt,
-            }
-            for a in attempts
+    async def _write_owned_pg(self, completions: Sequence[Completion]) -> set[str]:
+        """ONE statement (_WRITE_OWNED_PG): each column is an array parameter, so the SQL is the
+        same for every batch and asyncpg prepares it once per connection."""
+        run_rows = [
+            (
+                c.run.id,
+                c.owner,
+                c.run.status.value,
+                None if c.run.skip_reason is None else c.run.skip_reason.value,
+                c.run.attempt_count,
+                c.run.next_attempt_at,
+                c.run.started_at,
+                c.run.finished_at,
+                c.run.lease_owner,
+                c.run.lease_expires_at,
+            )
+            for c in completions
         ]
-        await self.conn.execute(sa.insert(delivery_attempts), rows)
+        attempt_rows = [
+            (
+                a.run_id,
+                a.number,
+                a.started_at,
+                a.duration_ms,
+                a.status_code,
+                a.error_kind,
+                a.error_message,
+                a.response_excerpt,
+            )
+            for c in completions
+            for a in c.attempts
+        ]
+        event_rows = [
+            (c.run.id, *(row[column] for column in _OUTBOX_COLUMNS))
+            for c in completions
+            for row in map(outbox_row, c.events)
+        ]
+        params: dict[str, list[Any]] = {}
+        for names, rows in (
+            (_RUN_PARAMS, run_rows),
+            (_ATTEMPT_PARAMS, attempt_rows),
+            (_EVENT_PARAMS, event_rows),
+        ):
+            columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+            params.update(zip(names, map(list, columns), strict=True))
+        result = await self.conn.execute(_WRITE_OWNED_PG, params)
+        return {row[0] for row in result}
+
+    async def _write_owned_sqlite(self, completions: Sequence[Completion]) -> set[str]:
+        """One writer. Driver-level multi-row statements, no per-row SQLAlchemy processing:
+        `UPDATE ... FROM (VALUES ...) WHERE lease_owner = owner RETURNING id` (the lease check
+        and the write in one), then one INSERT per table for the written runs only."""
+        # Datetimes as UTCDateTime stores them, each distinct instant formatted once (a group
+        # shares a few: its settle time, its attempts' start times).
+        formatted: dict[datetime | None, Any] = {None: None}
+
+        def t(value: datetime | None) -> Any:
+            if value not in formatted:
+                formatted[value] = _UTC.process_bind_param(value, self.conn.dialect)
+            return formatted[value]
+
+        written: set[str] = set()
+        for chunk in _chunks(completions):
+            params: list[Any] = []
+            for c in chunk:
+                r = c.run
+                params += (
+                    r.id,
+                    c.owner,
+                    r.status.value,
+                    None if r.skip_reason is None else r.skip_reason.value,
+                    r.attempt_count,
+                    t(r.next_attempt_at),
+                    t(r.started_at),
+                    t(r.finished_at),
+                    r.lease_owner,
+                    t(r.lease_expires_at),
+                )
+            result = await self.conn.exec_driver_sql(
+                _multi_row(_UPDATE_OWNED, len(chunk), 10), tuple(params)
+            )
+            written.update(row[0] for row in result)
+        kept = [c for c in completions if c.run.id in written]
+        attempts = [a for c in kept for a in c.attempts]
+        for rows in _chunks(attempts):
+            params = []
+            for a in rows:
+                params += (
+                    a.run_id,
+                    a.number,
+                    t(a.started_at),
+                    a.duration_ms,
+                    a.status_code,
+                    a.error_kind,
+                    a.error_message,
+                    a.response_excerpt,
+                )
+            await self.conn.exec_driver_sql(
+                _multi_row(_ATTEMPT_INSERT, len(rows), 8), tuple(params)
+            )
+        events = [e for c in kept for e in c.events]
+        for part in _chunks(events):
+            params = []
+            for e in part:
+                row = outbox_row(e)
+                row["created_at"] = t(row["created_at"])
+                params += (row[column] for column in _OUTBOX_COLUMNS)
+            await self.conn.exec_driver_sql(_multi_row(_OUTBOX_INSERT, len(part), 6), tuple(params))
+        finished = [c.run for c in kept if c.run.status in _FINISHED]
+        failing = {r.schedule_id for r in finished if r.status is RunStatus.FAILED}
+        await self.reset_consecutive_failures(
+            sorted({r.schedule_id for r in finished if r.status is RunStatus.SUCCEEDED} - failing)
+        )
+        return written
 
     async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         if not schedule_ids:
@@ -476,7 +552,9 @@ class SqlRunTx(RunTx):
             .where(sa.text(LEASED_SQL))
         )
         await self.conn.execute(
-            stmt, [{"b_id": i, "b_owner": o, "lease_expires_at": until} for i, o in leases]
+            stmt,
+            # Id order, like the settle write: two transactions never wait on each other in a cycle.
+            [{"b_id": i, "b_owner": o, "lease_expires_at": until} for i, o in sorted(leases)],
         )
         return len(leases)
 
@@ -573,6 +651,143 @@ class SqlRunTx(RunTx):
 
 
 _UNFINISHED = (RunStatus.PENDING, RunStatus.IN_PROGRESS, RunStatus.RETRYING)
+_FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+_UTC = UTCDateTime()
+# Rows per SQLite multi-row statement: at most 10 x 500 parameters, under SQLite's limit (32,766).
+_SQLITE_CHUNK = 500
+# The lease compare-and-set on SQLite (3.35+: UPDATE FROM, RETURNING); the VALUES columns are
+# column1..column10: id, owner, then the state columns in the order `_write_owned_sqlite` lists.
+_UPDATE_OWNED = (
+    "UPDATE runs SET status = v.column3, skip_reason = v.column4, attempt_count = v.column5, "
+    "next_attempt_at = v.column6, started_at = v.column7, finished_at = v.column8, "
+    "lease_owner = v.column9, lease_expires_at = v.column10 FROM (VALUES {}) AS v "
+    "WHERE runs.id = v.column1 AND runs.lease_owner = v.column2 AND runs.status = 'in_progress' "
+    "RETURNING id"
+)
+_ATTEMPT_INSERT = (
+    "INSERT INTO delivery_attempts (run_id, number, started_at, duration_ms, status_code, "
+    "error_kind, error_message, response_excerpt) VALUES {}"
+)
+_OUTBOX_INSERT = (
+    "INSERT INTO outbox (event_id, topic, key, type, payload, created_at) VALUES {} "
+    "ON CONFLICT DO NOTHING"
+)
+
+
+def _chunks(items: Sequence[_T]) -> list[Sequence[_T]]:
+    return [items[i : i + _SQLITE_CHUNK] for i in range(0, len(items), _SQLITE_CHUNK)]
+
+
+@functools.lru_cache(maxsize=64)
+def _multi_row(template: str, rows: int, columns: int) -> str:
+    """`template` with `rows` groups of `columns` qmark placeholders (SQLite)."""
+    one = "(" + ", ".join("?" * columns) + ")"
+    return template.format(", ".join([one] * rows))
+
+
+# The settle write on PostgreSQL, one round trip (it was six statements): `locked` locks the runs
+# still leased to the completion's owner, in id order (no deadlock with another
+# settle or a lease extension); `written` stores their state (its WHERE re-checks the lease on
+# the newest row version); attempts and outbox rows are inserted for the written runs only, in
+# completion order; `reset` is the breaker's all-succeeded case (`reset_consecutive_failures`).
+# Data-modifying CTEs always run to completion, whether or not the final SELECT reads them.
+_OUTBOX_COLUMNS = ("event_id", "topic", "key", "type", "payload", "created_at")
+_WRITE_OWNED_PG = sa.text(
+    """
+WITH v AS (
+  SELECT * FROM unnest(
+    CAST(:r_id AS text[]), CAST(:r_owner AS text[]), CAST(:r_status AS text[]),
+    CAST(:r_skip_reason AS text[]), CAST(:r_attempt_count AS int[]),
+    CAST(:r_next_attempt_at AS timestamptz[]), CAST(:r_started_at AS timestamptz[]),
+    CAST(:r_finished_at AS timestamptz[]), CAST(:r_lease_owner AS text[]),
+    CAST(:r_lease_expires_at AS timestamptz[])
+  ) AS v(id, owner, status, skip_reason, attempt_count, next_attempt_at, started_at,
+         finished_at, lease_owner, lease_expires_at)
+),
+locked AS (
+  SELECT runs.id FROM runs JOIN v ON v.id = runs.id
+  WHERE runs.status = 'in_progress' AND runs.lease_owner = v.owner
+  ORDER BY runs.id
+  FOR UPDATE OF runs
+),
+written AS (
+  UPDATE runs SET status = v.status, skip_reason = v.skip_reason,
+    attempt_count = v.attempt_count, next_attempt_at = v.next_attempt_at,
+    started_at = v.started_at, finished_at = v.finished_at, lease_owner = v.lease_owner,
+    lease_expires_at = v.lease_expires_at
+  FROM v
+  WHERE runs.id = v.id AND runs.id IN (SELECT id FROM locked)
+    AND runs.status = 'in_progress' AND runs.lease_owner = v.owner
+  RETURNING runs.id, runs.schedule_id, runs.status
+),
+attempts_in AS (
+  INSERT INTO delivery_attempts (run_id, number, started_at, duration_ms, status_code,
+    error_kind, error_message, response_excerpt)
+  SELECT a.run_id, a.number, a.started_at, a.duration_ms, a.status_code, a.error_kind,
+    a.error_message, a.response_excerpt
+  FROM unnest(
+    CAST(:a_run_id AS text[]), CAST(:a_number AS int[]), CAST(:a_started_at AS timestamptz[]),
+    CAST(:a_duration_ms AS int[]), CAST(:a_status_code AS int[]), CAST(:a_error_kind AS text[]),
+    CAST(:a_error_message AS text[]), CAST(:a_response_excerpt AS text[])
+  ) AS a(run_id, number, started_at, duration_ms, status_code, error_kind, error_message,
+         response_excerpt)
+  WHERE a.run_id IN (SELECT id FROM written)
+),
+events_in AS (
+  INSERT INTO outbox (event_id, topic, key, type, payload, created_at)
+  SELECT e.event_id, e.topic, e.key, e.type, e.payload, e.created_at
+  FROM unnest(
+    CAST(:e_run_id AS text[]), CAST(:e_event_id AS text[]), CAST(:e_topic AS text[]),
+    CAST(:e_key AS text[]), CAST(:e_type AS text[]), CAST(:e_payload AS text[]),
+    CAST(:e_created_at AS timestamptz[])
+  ) WITH ORDINALITY AS e(run_id, event_id, topic, key, type, payload, created_at, n)
+  WHERE e.run_id IN (SELECT id FROM written)
+  ORDER BY e.n
+  ON CONFLICT DO NOTHING
+),
+reset AS (
+  UPDATE schedules SET consecutive_failures = 0
+  WHERE schedules.id IN (
+    SELECT s.id FROM schedules s
+    WHERE s.id IN (SELECT schedule_id FROM written WHERE status = 'succeeded')
+      AND s.id NOT IN (SELECT schedule_id FROM written WHERE status = 'failed')
+      AND s.consecutive_failures > 0
+    ORDER BY s.id
+    FOR UPDATE
+  ) AND schedules.consecutive_failures > 0
+)
+SELECT id FROM written
+"""
+)
+_RUN_PARAMS = tuple(
+    "r_" + c
+    for c in (
+        "id",
+        "owner",
+        "status",
+        "skip_reason",
+        "attempt_count",
+        "next_attempt_at",
+        "started_at",
+        "finished_at",
+        "lease_owner",
+        "lease_expires_at",
+    )
+)
+_ATTEMPT_PARAMS = tuple(
+    "a_" + c
+    for c in (
+        "run_id",
+        "number",
+        "started_at",
+        "duration_ms",
+        "status_code",
+        "error_kind",
+        "error_message",
+        "response_excerpt",
+    )
+)
+_EVENT_PARAMS = ("e_run_id", *("e_" + c for c in _OUTBOX_COLUMNS))
 
 
 def _as_datetime(value: Any) -> datetime | None:

@@ -1,0 +1,240 @@
+"""The settle write (`RunTx.write_owned`), against real databases: a compare-and-set on the lease
+that writes run state, attempts and outbox rows for owned runs only, resets the breaker count of
+all-succeeded schedules, and on PostgreSQL costs one statement per settle."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.run_tables import delivery_attempts
+from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.bootstrap import Container
+from scheduler.domain.events import DomainEvent
+from scheduler.domain.run import AttemptOutcome, Run, Trigger
+from scheduler.service_layer.settle import Completion, settle_completions
+from tests.scheduler.runs.conftest import T0, add_schedule
+from tests.scheduler.runs.dispatch_helpers import rows, run_rows, schedule_row
+
+LEASE = timedelta(seconds=30)
+AT = T0 + timedelta(seconds=1)
+OK = AttemptOutcome(ok=True, started_at=AT, duration_ms=3, status_code=200)
+FAILED = AttemptOutcome(
+    ok=False, started_at=AT, duration_ms=4, status_code=400, error_kind="http_status"
+)
+
+
+def _run(schedule_id: str, n: int) -> Run:
+    return Run.planned(
+        tenant_id="tenant-a",
+        schedule_id=schedule_id,
+        scheduled_for=T0,
+        now=T0 - timedelta(minutes=1),
+        trigger=Trigger.MANUAL,
+        run_id=f"run_{schedule_id[-6:]}_{n:04d}",
+    )
+
+
+async def _claimed(store: SqlRunStore, runs: list[Run], owner: str = "w:1") -> dict[str, Run]:
+    async with store.transaction() as tx:
+        assert await tx.insert_runs(runs) == len(runs)
+        got = {r.id: r for r in await tx.claim_due(owner, AT, AT + LEASE, len(runs))}
+        await tx.commit()
+    async with store.engine.begin() as conn:  # set-up events (schedule.created): not ours
+        await conn.execute(sa.delete(outbox))
+    assert set(got) == {r.id for r in runs}
+    return got
+
+
+async def _set_failures(container: Container, schedule_id: str, count: int) -> None:
+    async with container.engine.begin() as conn:
+        await conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.id == schedule_id)
+            .values(consecutive_failures=count)
+        )
+
+
+@contextmanager
+def _statements(container: Container) -> Iterator[list[str]]:
+    """Every statement sent through the engine while the block runs (SQL text, in order)."""
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2])
+
+    sa.event.listen(container.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(container.engine.sync_engine, "before_cursor_execute", record)
+
+
+async def test_only_runs_still_leased_to_the_owner_are_written(
+    container: Container, store: SqlRunStore
+) -> None:
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    mine, stolen, other = (_run(s.id, n) for n in (1, 2, 3))
+    held = await _claimed(store, [mine, stolen, other])
+    # `stolen`'s lease passed to another worker (as after an expiry and a re-claim).
+    async with container.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE runs SET lease_owner = 'w:2' WHERE id = :i"), {"i": stolen.id}
+        )
+    completions = []
+    for run_id in (mine.id, stolen.id):
+        held[run_id].record_attempt("w:1", OK, AT, None)
+        completions.append(Completion.of(held[run_id], "w:1"))
+    # A completion under an owner that never held `other`: dropped as well.
+    held[other.id].lease_owner = "w:9"
+    held[other.id].record_attempt("w:9", OK, AT, None)
+    completions.append(Completion.of(held[other.id], "w:9"))
+
+    async with store.transaction() as tx:
+        written = await tx.write_owned(completions)
+        await tx.commit()
+
+    assert written == {mine.id}
+    status = {r.id: (r.status, r.lease_owner) for r in await run_rows(container)}
+    assert status == {
+        mine.id: ("succeeded", None),
+        stolen.id: ("in_progress", "w:2"),
+        other.id: ("in_progress", "w:1"),
+    }
+    attempts = await rows(container, delivery_attempts)
+    assert [(a.run_id, a.number, a.status_code, a.duration_ms) for a in attempts] == [
+        (mine.id, 1, 200, 3)
+    ]
+    events = await rows(container, outbox)
+    assert [(e.type, e.key) for e in events] == [("schedule.run.succeeded", s.id)]
+
+
+async def test_outbox_rows_keep_completion_order_and_ignore_duplicates(
+    container: Container, store: SqlRunStore
+) -> None:
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    runs = [_run(s.id, n) for n in range(5)]
+    held = await _claimed(store, runs)
+    order = [runs[3], runs[0], runs[4], runs[1], runs[2]]
+    completions = []
+    for i, run in enumerate(order):
+        r = held[run.id]
+        r.record_attempt("w:1", OK, AT + timedelta(milliseconds=i), None)
+        extra = DomainEvent(
+            id=f"evt_extra_{i % 2}",  # every other one repeats an id: stored once
+            type="schedule.triggered",
+            tenant_id="tenant-a",
+            time=AT,
+            schedule_id=s.id,
+            data={"i": i},
+        )
+        completions.append(Completion.of(r, "w:1", [extra]))
+    async with store.transaction() as tx:
+        assert await tx.write_owned(completions) == {r.id for r in runs}
+        await tx.commit()
+    async with container.engine.connect() as conn:
+        got = list(await conn.execute(sa.select(outbox).order_by(outbox.c.id)))
+    expected: list[str] = []
+    for c in completions:
+        expected += [e.id for e in c.events if e.id not in expected]
+    assert [e.event_id for e in got] == expected
+    assert len(got) == 5 + 2
+
+
+async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
+    container: Container, store: SqlRunStore
+) -> None:
+    calm = await add_schedule(container, "http://127.0.0.1:9/x", name="calm")
+    mixed = await add_schedule(container, "http://127.0.0.1:9/x", name="mixed")
+    lost = await add_schedule(container, "http://127.0.0.1:9/x", name="lost")
+    for s in (calm, mixed, lost):
+        await _set_failures(container, s.id, 3)
+    calm_run, mixed_ok, mixed_bad, lost_run = (
+        _run(calm.id, 1),
+        _run(mixed.id, 2),
+        _run(mixed.id, 3),
+        _run(lost.id, 4),
+    )
+    held = await _claimed(store, [calm_run, mixed_ok, mixed_bad, lost_run])
+    async with container.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE runs SET lease_owner = 'w:2' WHERE id = :i"), {"i": lost_run.id}
+        )
+    outcomes = {calm_run.id: OK, mixed_ok.id: OK, mixed_bad.id: FAILED, lost_run.id: OK}
+    completions = []
+    for run_id, outcome in outcomes.items():
+        held[run_id].record_attempt("w:1", outcome, AT, None)
+        completions.append(Completion.of(held[run_id], "w:1"))
+    async with store.transaction() as tx:
+        await tx.write_owned(completions)
+        await tx.commit()
+    # calm: all succeeded -> 0. mixed: a failure in the group, left for the ordered breaker.
+    # lost: its success was not written, so it must not reset the count either.
+    counts = [
+        (await schedule_row(container, s.id)).consecutive_failures for s in (calm, mixed, lost)
+    ]
+    assert counts == [0, 3, 3]
+
+
+async def test_a_rolled_back_settle_leaves_nothing(
+    container: Container, store: SqlRunStore
+) -> None:
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    run = _run(s.id, 1)
+    held = await _claimed(store, [run])
+    held[run.id].record_attempt("w:1", OK, AT, None)
+    async with store.transaction() as tx:
+        assert await tx.write_owned([Completion.of(held[run.id], "w:1")]) == {run.id}
+        # no commit: leaving the block rolls back
+    ((status, owner),) = [(r.status, r.lease_owner) for r in await run_rows(container)]
+    assert (status, owner) == ("in_progress", "w:1")
+    assert await rows(container, delivery_attempts) == []
+    assert await rows(container, outbox) == []
+
+
+async def test_an_all_succeeded_settle_is_one_statement_on_postgres_four_on_sqlite(
+    container: Container, store: SqlRunStore
+) -> None:
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    runs = [_run(s.id, n) for n in range(40)]
+    held = await _claimed(store, runs)
+    completions = []
+    for r in runs:
+        held[r.id].record_attempt("w:1", OK, AT, None)
+        completions.append(Completion.of(held[r.id], "w:1"))
+    with _statements(container) as seen:
+        report = await settle_completions(store, completions, AT)
+    assert sorted(report.settled) == sorted(r.id for r in runs)
+    assert len(await rows(container, delivery_attempts)) == 40
+    assert len(await rows(container, outbox)) == 40
+    if container.engine.dialect.name == "postgresql":
+        # Lease check + run states + attempts + outbox + breaker reset: one round trip (BEGIN
+        # and COMMIT are not cursor statements).
+        assert len(seen) == 1, seen
+    else:
+        # SQLite: runs (lease compare-and-set), attempts, outbox, breaker reset.
+        assert len(seen) == 4, seen
+
+
+async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
+    container: Container, store: SqlRunStore
+) -> None:
+    # SQLite writes 500 rows per statement (its parameter limit): 1,100 runs span three.
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    runs = [_run(s.id, n) for n in range(1100)]
+    held = await _claimed(store, runs)
+    completions = []
+    for r in runs:
+        held[r.id].record_attempt("w:1", OK, AT, None)
+        completions.append(Completion.of(held[r.id], "w:1"))
+    async with store.transaction() as tx:
+        assert await tx.write_owned(completions) == {r.id for r in runs}
+        await tx.commit()
+    assert {r.status for r in await run_rows(container)} == {"succeeded"}
+    assert len(await rows(container, delivery_attempts)) == 1100
+    assert len(await rows(container, outbox)) == 1100
