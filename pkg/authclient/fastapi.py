@@ -27,9 +27,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from authclient.errors import AuthError
 from authclient.principal import Principal
 from authclient.verifier import TokenVerifier
+from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
 
-PROBLEM_TYPE_BASE = "https://scheduler-platform.dev/problems/"
-PROBLEM_MEDIA_TYPE = "application/problem+json"
+# One problem-type namespace for auth refusals and the services' own errors.
+PROBLEM_TYPE_BASE = TYPE_PREFIX
 _STATE_VERIFIER = "authclient_verifier"
 _STATE_PROBLEM_BASE = "authclient_problem_type_base"
 

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-# Same base as authclient.fastapi, so both services and auth refusals share one namespace.
+# authclient.fastapi uses this base too: auth refusals and service errors share one namespace.
 TYPE_PREFIX = "https://scheduler-platform.dev/problems/"
 
 

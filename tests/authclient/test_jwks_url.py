@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from authclient import AuthError, AuthSettings, TokenVerifier
+from tests.support.http import serve_on_loopback
 
 from .conftest import Clock, claims, jwks_bytes, public_jwk, sign
 
@@ -48,15 +49,12 @@ async def server() -> AsyncIterator[JwksServer]:
     state = JwksServer()
     app = web.Application()
     app.router.add_get("/jwks.json", state.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    state.url = f"http://127.0.0.1:{port}/jwks.json"
-    yield state
-    state.release.set()
-    await runner.cleanup()
+    async with serve_on_loopback(app) as port:
+        state.url = f"http://127.0.0.1:{port}/jwks.json"
+        try:
+            yield state
+        finally:
+            state.release.set()  # a "hang" handler must finish before the server shuts down
 
 
 def make_verifier(server: JwksServer, clock: Clock, **overrides: Any) -> TokenVerifier:

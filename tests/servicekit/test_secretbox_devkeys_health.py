@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -49,6 +50,23 @@ def test_dev_key_is_created_once_with_mode_0600(tmp_path: Path) -> None:
     assert load_or_create_key(path) == first
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(parse_key(first)) == 32
+
+
+def test_dev_key_racing_creators_agree_and_leave_no_temp_files(tmp_path: Path) -> None:
+    # Threads start together: every one must return the single key that ended up on disk.
+    path = tmp_path / "k.key"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        keys = set(pool.map(lambda _: load_or_create_key(path), range(16)))
+    assert keys == {path.read_text().strip()}
+    assert [p.name for p in tmp_path.iterdir()] == ["k.key"]
+
+
+def test_empty_dev_key_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "k.key"
+    path.write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        load_or_create_key(path)
+    assert path.read_text() == ""  # never silently replaced: data under the old key would be lost
 
 
 async def test_health_router() -> None:

@@ -8,13 +8,17 @@ the test, so a broken guard cannot send traffic anywhere but 127.0.0.0/8 or ::1.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
+
+from tests.support.http import serve_on_loopback
 
 
 @dataclass
@@ -85,27 +89,22 @@ async def _ok(request: web.Request) -> web.StreamResponse:
 
 @pytest.fixture
 async def start_receiver() -> AsyncIterator[Callable[..., Awaitable[Receiver]]]:
-    runners: list[web.AppRunner] = []
+    async with contextlib.AsyncExitStack() as servers:
 
-    async def start(handler: Handler = _ok, ssl_context: object = None) -> Receiver:
-        requests: list[tuple[web.Request, bytes]] = []
+        async def start(
+            handler: Handler = _ok, ssl_context: ssl.SSLContext | None = None
+        ) -> Receiver:
+            requests: list[tuple[web.Request, bytes]] = []
 
-        async def record(request: web.Request) -> web.StreamResponse:
-            requests.append((request, await request.read()))
-            return await handler(request)
+            async def record(request: web.Request) -> web.StreamResponse:
+                requests.append((request, await request.read()))
+                return await handler(request)
 
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", record)
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)  # type: ignore[arg-type]
-        await site.start()
-        server = site._server
-        assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return Receiver(port=port, requests=requests)
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", record)
+            port = await servers.enter_async_context(
+                serve_on_loopback(app, ssl_context=ssl_context)
+            )
+            return Receiver(port=port, requests=requests)
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+        yield start
