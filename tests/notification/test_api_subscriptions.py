@@ -7,20 +7,14 @@ from typing import Any
 from sqlalchemy import select
 
 from notification.adapters.tables import subscriptions
+from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, token
 
 PROBLEM = "application/problem+json"
 
 
-async def create(h: Harness, tenant: str = "t1", **body: Any) -> dict[str, Any]:
-    payload = {"url": "http://127.0.0.1:9/hook", "event_types": ["schedule.*"], **body}
-    resp = await h.client.post("/v1/subscriptions/", json=payload, headers=token(tenant))
-    assert resp.status_code == 201, resp.text
-    return resp.json()  # type: ignore[no-any-return]
-
-
 async def test_create_returns_secret_once_and_stores_it_encrypted(harness: Harness) -> None:
-    created = await create(harness, description="ops hook")
+    created = await subscribe(harness, description="ops hook")
     assert created["id"].startswith("sub_")
     assert created["secret"].startswith("whsec_")
     assert created["event_types"] == ["schedule.*"]
@@ -36,7 +30,7 @@ async def test_create_returns_secret_once_and_stores_it_encrypted(harness: Harne
 
 
 async def test_rotate_returns_new_secret_and_keeps_old_for_grace(harness: Harness) -> None:
-    created = await create(harness)
+    created = await subscribe(harness)
     resp = await harness.client.post(
         f"/v1/subscriptions/{created['id']}/secret/rotate", headers=token("t1")
     )
@@ -83,7 +77,7 @@ async def test_private_targets_refused_when_not_allowed(make_harness: Any, sqlit
 async def test_patch_delete_and_cursor_pagination(harness: Harness) -> None:
     ids = []
     for _ in range(5):
-        ids.append((await create(harness))["id"])
+        ids.append((await subscribe(harness))["id"])
         harness.clock.advance(seconds=1)
     seen, cursor = [], None
     while True:
@@ -133,7 +127,7 @@ async def test_patch_delete_and_cursor_pagination(harness: Harness) -> None:
 
 
 async def test_other_tenant_gets_404_everywhere(harness: Harness) -> None:
-    sub_id = (await create(harness, tenant="t1"))["id"]
+    sub_id = (await subscribe(harness, tenant="t1"))["id"]
     other = token("t2")
     c = harness.client
     for method, path, body in [

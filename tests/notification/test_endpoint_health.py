@@ -7,9 +7,9 @@ import email
 import email.policy
 from typing import Any
 
+from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, Receiver, token
 from tests.notification.events import publish, schedule_event
-from tests.notification.test_fanout_delivery import subscribe
 
 
 async def deliver_one(h: Harness, event_type: str = "schedule.run.failed") -> None:

@@ -8,21 +8,9 @@ from typing import Any
 
 import webhookdeliver
 from notification.domain.subscriptions import delivery_id
+from tests.notification.api import deliveries, subscribe
 from tests.notification.conftest import Harness, Receiver, token
 from tests.notification.events import publish, schedule_event
-
-
-async def subscribe(h: Harness, url: str, tenant: str = "t1", **body: Any) -> dict[str, Any]:
-    payload = {"url": url, "event_types": ["schedule.*"], **body}
-    resp = await h.client.post("/v1/subscriptions/", json=payload, headers=token(tenant))
-    assert resp.status_code == 201, resp.text
-    return resp.json()  # type: ignore[no-any-return]
-
-
-async def deliveries(h: Harness, sub_id: str, tenant: str = "t1") -> list[dict[str, Any]]:
-    resp = await h.client.get(f"/v1/subscriptions/{sub_id}/deliveries", headers=token(tenant))
-    assert resp.status_code == 200
-    return resp.json()["items"]  # type: ignore[no-any-return]
 
 
 async def test_matching_event_is_delivered_signed(harness: Harness, receiver: Receiver) -> None:
@@ -54,7 +42,7 @@ async def test_matching_event_is_delivered_signed(harness: Harness, receiver: Re
 
 async def test_reread_after_crash_creates_no_duplicate(harness: Harness) -> None:
     h = harness
-    sub = await subscribe(h, "http://127.0.0.1:9/hook")
+    sub = await subscribe(h)
     event_id, raw = schedule_event("t1", "schedule.paused")
     # The same record handled twice (a consumer that died before committing re-reads it).
     from notification.service_layer.fanout import IncomingEvent
@@ -147,7 +135,7 @@ async def test_running_service_delivers_without_manual_steps(
 
 
 async def test_malformed_event_is_skipped_and_committed(harness: Harness) -> None:
-    sub = await subscribe(harness, "http://127.0.0.1:9/hook")
+    sub = await subscribe(harness)
     _, good = schedule_event("t1", "schedule.resumed")
     await publish(harness.bus, "schedule-events", b"not json", b'{"id": "x"}', good)
     assert await harness.app.events.run_once() == 3

@@ -13,9 +13,9 @@ from eventbus import KafkaConsumer, KafkaPublisher, Message
 from eventbus.messages import Record
 from eventbus.ports import Consumer
 from notification.entrypoints.workers import EventFanOutWorker
+from tests.notification.api import deliveries, subscribe
 from tests.notification.conftest import Harness
 from tests.notification.events import schedule_event
-from tests.notification.test_fanout_delivery import deliveries, subscribe
 from tests.support.kafka import FAST_GROUP_JOIN, create_topics
 
 pytestmark = pytest.mark.kafka
@@ -62,7 +62,7 @@ async def test_crash_between_insert_and_commit(
     make_harness: Any, sqlite_url: str, kafka_bootstrap: str
 ) -> None:
     h: Harness = await make_harness(sqlite_url)
-    sub = await subscribe(h, "http://127.0.0.1:9/hook")
+    sub = await subscribe(h)
     topic, group = f"schedule-events-{uuid.uuid4().hex[:8]}", f"notification-{uuid.uuid4().hex[:8]}"
     await create_topics(kafka_bootstrap, [topic])
     publisher = KafkaPublisher(kafka_bootstrap, idempotent=False)

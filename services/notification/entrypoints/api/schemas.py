@@ -73,17 +73,8 @@ class SubscriptionOut(BaseModel):
 
     @classmethod
     def of(cls, sub: SubscriptionRecord) -> SubscriptionOut:
-        return cls(
-            id=sub.id,
-            url=sub.url,
-            event_types=sub.event_types,
-            description=sub.description,
-            enabled=sub.enabled,
-            disabled_reason=sub.disabled_reason,
-            previous_secret_expires_at=sub.previous_secret_expires_at,
-            created_at=sub.created_at,
-            updated_at=sub.updated_at,
-        )
+        # Same field names as the record; the stored secrets and health streak are not fields.
+        return cls.model_validate(sub, from_attributes=True)
 
 
 class SubscriptionWithSecretOut(SubscriptionOut):

@@ -44,8 +44,7 @@ def _invalid(field: str, detail: str) -> ProblemError:
 
 
 def _with_secret(sub: SubscriptionRecord, secret: str) -> SubscriptionWithSecretOut:
-    base = SubscriptionOut.of(sub)
-    return SubscriptionWithSecretOut(**base.model_dump(), secret=secret)
+    return SubscriptionWithSecretOut(**dict(SubscriptionOut.of(sub)), secret=secret)
 
 
 @router.post("/", status_code=201, response_model=SubscriptionWithSecretOut)
