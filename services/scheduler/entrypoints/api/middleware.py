@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
 
 
 class BodyTooLarge(HTTPException):
@@ -51,11 +54,9 @@ class BodyLimitMiddleware:
 
 
 async def _send_problem(send: Send, status: int, detail: str) -> None:
-    import json
-
     body = json.dumps(
         {
-            "type": "https://scheduler-platform.dev/problems/payload-too-large",
+            "type": f"{TYPE_PREFIX}payload-too-large",
             "title": "Content Too Large",
             "status": status,
             "detail": detail,
@@ -66,7 +67,7 @@ async def _send_problem(send: Send, status: int, detail: str) -> None:
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/problem+json"),
+                (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
             ],

@@ -20,7 +20,7 @@ from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.run import Attempt, Run, RunStatus
 from scheduler.entrypoints.api.context import require_writer
-from scheduler.entrypoints.api.schemas import Problem
+from scheduler.entrypoints.api.schemas import problem_responses
 from scheduler.service_layer import runs as svc
 from scheduler.service_layer.errors import InvalidInput
 from scheduler.service_layer.run_ports import RunPageFilter, RunStore
@@ -28,9 +28,9 @@ from scheduler.service_layer.run_ports import RunPageFilter, RunStore
 READ = "schedules:read"
 WRITE = "schedules:write"
 
-_problem = {"model": Problem, "content": {"application/problem+json": {}}}
-_errors: dict[int | str, dict[str, Any]] = {401: _problem, 403: _problem, 404: _problem}
-router = APIRouter(prefix="/v1/schedules", tags=["runs"], responses=_errors)
+router = APIRouter(
+    prefix="/v1/schedules", tags=["runs"], responses=problem_responses(401, 403, 404)
+)
 
 IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
 RunIdPath = Annotated[str, Path(min_length=1, max_length=64, description="run id")]

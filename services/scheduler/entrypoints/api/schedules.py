@@ -25,13 +25,13 @@ from scheduler.entrypoints.api.context import ApiContext, context_of, require_wr
 from scheduler.entrypoints.api.schemas import (
     OccurrencesOut,
     PauseIn,
-    Problem,
     ScheduleCreate,
     ScheduleList,
     ScheduleOut,
     SchedulePatch,
     ScheduleWithSecret,
     TargetIn,
+    problem_responses,
 )
 from scheduler.service_layer import schedules as svc
 from scheduler.service_layer.errors import InvalidInput, VersionMismatch
@@ -42,14 +42,9 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
-_problem = {"model": Problem, "content": {"application/problem+json": {}}}
-_errors: dict[int | str, dict[str, Any]] = {
-    401: _problem,
-    403: _problem,
-    404: _problem,
-    422: _problem,
-}
-router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=_errors)
+router = APIRouter(
+    prefix="/v1/schedules", tags=["schedules"], responses=problem_responses(401, 403, 404, 422)
+)
 
 IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
 IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
@@ -169,7 +164,7 @@ def _with_etag(response: Response, s: Schedule) -> None:
     "/",
     status_code=201,
     response_model=ScheduleWithSecret,
-    responses={409: _problem, 413: _problem},
+    responses=problem_responses(409, 413),
     summary="Create a schedule (honours Idempotency-Key)",
 )
 async def create_schedule(
@@ -236,7 +231,7 @@ async def get_schedule(
 @router.patch(
     "/{schedule_id}",
     response_model=ScheduleOut,
-    responses={409: _problem, 412: _problem},
+    responses=problem_responses(409, 412),
     summary="Partial update; send If-Match with the ETag for a safe concurrent edit",
 )
 async def patch_schedule(
@@ -263,7 +258,7 @@ async def patch_schedule(
 
 
 @router.delete(
-    "/{schedule_id}", status_code=204, response_class=Response, responses={412: _problem}
+    "/{schedule_id}", status_code=204, response_class=Response, responses=problem_responses(412)
 )
 async def delete_schedule(
     request: Request,
@@ -282,7 +277,7 @@ async def delete_schedule(
     return Response(status_code=204)
 
 
-@router.post("/{schedule_id}/pause", response_model=ScheduleOut, responses={412: _problem})
+@router.post("/{schedule_id}/pause", response_model=ScheduleOut, responses=problem_responses(412))
 async def pause_schedule(
     request: Request,
     response: Response,
@@ -304,7 +299,7 @@ async def pause_schedule(
     return _out(s)
 
 
-@router.post("/{schedule_id}/resume", response_model=ScheduleOut, responses={412: _problem})
+@router.post("/{schedule_id}/resume", response_model=ScheduleOut, responses=problem_responses(412))
 async def resume_schedule(
     request: Request,
     response: Response,

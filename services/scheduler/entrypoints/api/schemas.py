@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -193,3 +194,10 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str | None = None
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for error statuses: the Problem schema under `application/problem+json`,
+    the media type every error is sent with (FastAPI's `model=` files it under application/json)."""
+    content = {"application/problem+json": {"schema": Problem.model_json_schema()}}
+    return {s: {"description": HTTPStatus(s).phrase, "content": content} for s in statuses}
