@@ -23,7 +23,7 @@ from scheduler.domain.breaker import PAUSED_REASON_BREAKER, BreakerState, after_
 from scheduler.domain.events import NOTIFICATION_REQUESTS_TOPIC, DomainEvent
 from scheduler.domain.ids import stable_id
 from scheduler.domain.policies import ScheduleState
-from scheduler.domain.run import Attempt, Run, RunStatus
+from scheduler.domain.run import Attempt, RunStatus
 from scheduler.domain.schedule import Schedule
 from scheduler.service_layer.run_ports import Completion, RunStore
 
@@ -43,7 +43,7 @@ class SettleReport:
     """Schedules the breaker paused."""
 
 
-def _last_error(run: Run, attempts: Sequence[Attempt]) -> str:
+def _last_error(attempts: Sequence[Attempt]) -> str:
     if not attempts:
         return "unknown"
     last = attempts[-1]
@@ -112,7 +112,7 @@ async def settle_completions(
                     changed[s.id] = s
                     events.extend(s.events)
                     s.events.clear()
-                    events.append(alert_request(s, _last_error(c.run, c.attempts), now))
+                    events.append(alert_request(s, _last_error(c.attempts), now))
                     paused.append(s.id)
             await tx.save_breaker(list(changed.values()))
             await tx.add_events(events)

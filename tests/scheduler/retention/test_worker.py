@@ -5,7 +5,6 @@ nor goes unseen."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -25,17 +24,13 @@ from scheduler.service_layer.retention import RetentionPolicy
 from tests.scheduler.api.conftest import make_container
 from tests.scheduler.conftest import SECRET_KEY, StepClock
 from tests.scheduler.retention.conftest import DAY, NOW, add_runs, add_schedule, count
+from tests.scheduler.runs.processes import wait_until
 
 WAIT_SECONDS = 15.0
 
 
 async def until(probe: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if await probe():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    await wait_until(probe, WAIT_SECONDS, what, every=0.02)
 
 
 def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

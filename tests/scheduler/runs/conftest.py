@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+import webhookdeliver as wd
 from authclient import AuthSettings
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_store import SqlRunStore
@@ -92,6 +93,12 @@ async def receiver() -> AsyncIterator[Receiver]:
     await r.start()
     yield r
     await r.stop()
+
+
+@pytest.fixture
+async def deliverer() -> AsyncIterator[wd.Deliverer]:
+    async with wd.Deliverer(allow_private_networks=True) as d:
+        yield d  # one real client per test: its connection pool never outlives the loop
 
 
 async def add_schedule(

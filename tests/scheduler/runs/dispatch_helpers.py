@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,8 +12,20 @@ from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import outbox, schedules
 from scheduler.bootstrap import Container
+from scheduler.domain.schedule import Schedule
 from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings
+from scheduler.service_layer.planning_service import PlanningSettings, plan_due
+from tests.scheduler.runs.conftest import ManualClock
 from webhookdeliver import Deliverer
+
+PLAN = PlanningSettings(lookahead=timedelta(seconds=10))
+
+
+async def plan_at_occurrence(store: SqlRunStore, mclock: ManualClock, s: Schedule) -> None:
+    """Move the clock to the schedule's next occurrence and plan it (due now)."""
+    assert s.next_run_at is not None
+    mclock.set(s.next_run_at)
+    await plan_due(store, now=mclock(), settings=PLAN)
 
 
 def make_dispatcher(

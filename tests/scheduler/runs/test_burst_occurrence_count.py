@@ -11,29 +11,19 @@ measured occurrence (counting every first attempt, as before, reports twice the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 import webhookdeliver as wd
 from bench.dispatch_bench import FirstAttemptTally, TallyingPerformer, runs_per_occurrence_max
 from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.bootstrap import Container
-from scheduler.service_layer.planning_service import PlanningSettings, plan_due
+from scheduler.service_layer.planning_service import plan_due
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
-from tests.scheduler.runs.dispatch_helpers import make_dispatcher, run_rows, step
+from tests.scheduler.runs.dispatch_helpers import PLAN, make_dispatcher, run_rows, step
 from tests.scheduler.runs.receiver import Receiver
 
-PLAN = PlanningSettings(lookahead=timedelta(seconds=10))
 SCHEDULES = 12  # two tenants; small claims make the burst span several steps
 CLAIM = 4
-
-
-@pytest.fixture
-async def deliverer() -> AsyncIterator[wd.Deliverer]:
-    async with wd.Deliverer(allow_private_networks=True) as d:
-        yield d
 
 
 async def test_next_occurrence_planned_mid_burst_is_counted_apart(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 
 import webhookdeliver as wd
 from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.tables import outbox
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import Action, OverlapPolicy
 from scheduler.service_layer import schedules as schedule_svc
@@ -20,28 +20,17 @@ from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from scheduler.service_layer.runs import trigger_run
 from tests.scheduler.runs.conftest import SECRET, ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
+    PLAN,
     attempt_rows,
     make_dispatcher,
     outbox_types,
+    plan_at_occurrence,
+    rows,
     run_rows,
     schedule_row,
     step,
 )
 from tests.scheduler.runs.receiver import Receiver
-
-PLAN = PlanningSettings(lookahead=timedelta(seconds=10))
-
-
-@pytest.fixture
-async def deliverer() -> AsyncIterator[wd.Deliverer]:
-    async with wd.Deliverer(allow_private_networks=True) as d:
-        yield d
-
-
-async def plan_at_occurrence(store: SqlRunStore, mclock: ManualClock, s: object) -> None:
-    next_run_at = s.next_run_at  # type: ignore[attr-defined]
-    mclock.set(next_run_at)
-    await plan_due(store, now=mclock(), settings=PLAN)
 
 
 async def test_success_signs_and_records_the_attempt(
@@ -125,9 +114,6 @@ async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     assert "schedule.paused" in types
     assert "alert.requested" in types
     # The alert names the schedule by its name and points at its runs (the dead letters).
-    from scheduler.adapters.db.tables import outbox
-    from tests.scheduler.runs.dispatch_helpers import rows
-
     (alert,) = await rows(container, outbox, outbox.c.type == "alert.requested")
     assert alert.topic == "notification-requests"
     body = json.loads(alert.payload)["data"]

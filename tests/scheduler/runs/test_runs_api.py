@@ -32,12 +32,6 @@ async def client(container: Container, store: SqlRunStore) -> AsyncIterator[http
             yield c
 
 
-@pytest.fixture
-async def deliverer() -> AsyncIterator[wd.Deliverer]:
-    async with wd.Deliverer(allow_private_networks=True) as d:
-        yield d
-
-
 async def test_trigger_then_history_then_detail_then_replay(
     client: httpx.AsyncClient,
     container: Container,

@@ -5,7 +5,6 @@ cache the planner and dispatcher read — all over the container's in-process bu
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -16,17 +15,13 @@ from scheduler.domain.policies import Action
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer import runs as run_svc
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
+from tests.scheduler.runs.processes import wait_until
 
 WAIT_SECONDS = 15.0
 
 
 async def until(probe: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if await probe():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await wait_until(probe, WAIT_SECONDS, what, every=0.05)
 
 
 async def test_event_runs_relay_and_tenant_state_share_the_bus(
