@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,6 +22,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+from tests.support.processes import free_port
 from webhookdeliver import verify
 
 DEADLINE_SECONDS = 30.0  # the whole scenario, start-up included
@@ -30,13 +30,6 @@ STOP_SECONDS = 15.0
 T = TypeVar("T")
 # Inherited settings that would point the child at other databases, brokers or keys.
 _STRIPPED_PREFIXES = ("SCHEDULER_", "NOTIFICATION_", "AUTH_", "KAFKA_", "EMBEDDED_")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

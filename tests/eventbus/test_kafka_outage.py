@@ -12,8 +12,14 @@ import time
 import pytest
 
 from eventbus import ConsumeError, KafkaPublisher, Message, PublishError
-from tests.eventbus.kafka_helpers import WAIT_LIMIT, fast_consumer, poll_exactly, unique
-from tests.support.kafka import TansuBroker, create_topics
+from tests.support.kafka import (
+    WAIT_LIMIT,
+    TansuBroker,
+    create_topics,
+    fast_consumer,
+    poll_exactly,
+    unique,
+)
 
 pytestmark = pytest.mark.kafka
 

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from eventbus import KafkaPublisher, Message, PublishError, decode, encode, envelope
-from tests.eventbus.kafka_helpers import fast_consumer, poll_exactly, unique
-from tests.support.kafka import create_topics
+from tests.support.kafka import create_topics, fast_consumer, poll_exactly, unique
 
 pytestmark = pytest.mark.kafka
 

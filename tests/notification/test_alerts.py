@@ -6,7 +6,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import socket
 import ssl
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -21,6 +20,7 @@ from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
 from tests.notification.conftest import Harness, token
 from tests.notification.events import publish
+from tests.support.processes import free_port
 
 AUTO_PAUSE = {
     "tenant_id": "t1",
@@ -55,12 +55,6 @@ class Inbox:
         parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
         self.messages.append((envelope, parsed))
         return "250 OK"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

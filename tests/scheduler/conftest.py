@@ -3,22 +3,17 @@ tests/support/pg.py), a deterministic clock, and tokens."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 from authclient import mint_token
 from scheduler.adapters.db.migrate import upgrade
-from tests.support.pg import postgres_base_url
+from tests.support.pg import session_database, truncate_all
 
 HS256_KEY = "test-hs256-key-that-is-long-enough-0123456789"
 SECRET_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
@@ -76,51 +71,9 @@ def auth(tenant: str = "tenant-a", scopes: tuple[str, ...] = ALL_SCOPES) -> dict
 
 @pytest.fixture(scope="session")
 def postgres_session_url() -> Iterator[str]:
-    """One PostgreSQL database per test session, migrated once; each test gets it emptied
-    (creating a database per test costs ~0.5 s on this machine, truncating ~10 ms). Created and
-    dropped on the server named by TEST_POSTGRES_URL, like tests/support/pg.py does."""
-    base = make_url(postgres_base_url())
-    name = f"sched_{uuid.uuid4().hex[:12]}"
-    admin = base.set(drivername="postgresql", database="postgres").render_as_string(
-        hide_password=False
-    )
-
-    async def admin_sql(sql: str) -> None:
-        conn = await asyncpg.connect(admin)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    _run_in_own_loop(admin_sql(f'CREATE DATABASE "{name}"'))
-    url = base.set(database=name).render_as_string(hide_password=False)
-    try:
-        _run_in_own_loop(upgrade(url))
+    """One PostgreSQL database per test session, migrated once; `database_url` empties it."""
+    with session_database("sched", upgrade) as url:
         yield url
-    finally:
-        _run_in_own_loop(admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-def _run_in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion on a private loop in a helper thread: this fixture may be
-    first requested from inside a running (function-scoped) test loop."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result(timeout=120)
-
-
-async def _truncate_all(url: str) -> None:
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(dsn)
-    try:
-        names = await conn.fetch(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-            " AND tablename <> 'alembic_version'"
-        )
-        if names:
-            tables = ", ".join(f'"{r["tablename"]}"' for r in names)
-            await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(
@@ -135,5 +88,5 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         yield url
     else:
         url = request.getfixturevalue("postgres_session_url")
-        await _truncate_all(url)
+        await truncate_all(url)
         yield url

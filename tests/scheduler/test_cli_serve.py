@@ -5,7 +5,6 @@ works against it, and production settings refuse to start with one line."""
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.support.processes import free_port
 
 BIN = Path(sys.executable).parent
 SCHEDULER = str(BIN / "scheduler")
@@ -26,15 +27,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def dev_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen(
         [SCHEDULER, "serve", "--dev", "--port", str(port), "--role", "api"],
@@ -95,7 +90,7 @@ def test_dev_serve_token_and_curl_flow(dev_server: tuple[str, Path]) -> None:
 
 def test_production_start_refuses_without_key(tmp_path: Path) -> None:
     out = subprocess.run(
-        [SCHEDULER, "serve", "--port", str(_free_port())],
+        [SCHEDULER, "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env=_env(),
         capture_output=True,

@@ -21,6 +21,7 @@ timeout (5 s with aiokafka's 10 s default), so tests use `FAST_GROUP_JOIN` (1 s)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.resources
 import os
@@ -29,11 +30,14 @@ import struct
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from eventbus import KafkaConsumer, KafkaPublisher, Record
 
 # Seconds to wait for a started broker to answer a metadata request (it is normally ready in
 # ~20 ms; 2-core CI machines shared with other tests can be much slower).
@@ -222,3 +226,51 @@ async def create_topics(bootstrap: str, names: Sequence[str], *, partitions: int
                 raise RuntimeError(f"creating topic {topic!r} failed with error code {code}")
     finally:
         await admin.close()
+
+
+# ---- clients for the tests -------------------------------------------------------------------
+
+# Upper bound for any wait on the broker in the tests (seconds).
+WAIT_LIMIT = 20.0
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name of the test's own on a shared broker."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def fast_consumer(bootstrap: str, topics: list[str], group_id: str) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap, topics, group_id, **FAST_GROUP_JOIN)
+
+
+def tansu_publisher(bootstrap: str) -> KafkaPublisher:
+    """A publisher as configured for tansu (it refuses idempotence), with short timeouts so an
+    outage is noticed within seconds."""
+    return KafkaPublisher(
+        bootstrap, idempotent=False, request_timeout_ms=1_500, publish_timeout_seconds=3.0
+    )
+
+
+async def poll_exactly(consumer: KafkaConsumer, count: int) -> list[Record]:
+    """Poll until `count` records arrived (never more: later polls ask only for the rest)."""
+    records: list[Record] = []
+    async with asyncio.timeout(WAIT_LIMIT):
+        while len(records) < count:
+            records += await consumer.poll(max_records=count - len(records), timeout_seconds=0.5)
+    return records
+
+
+async def read_exactly(bootstrap: str, topic: str, count: int) -> list[Record]:
+    """`count` records of `topic` from a new group, then a short extra poll so that a
+    duplicate beyond `count` would be seen too."""
+    consumer = fast_consumer(bootstrap, [topic], unique("g"))
+    await consumer.start()
+    try:
+        records: list[Record] = []
+        async with asyncio.timeout(WAIT_LIMIT):
+            while len(records) < count:
+                records += await consumer.poll(max_records=500, timeout_seconds=0.5)
+        records += await consumer.poll(timeout_seconds=0.5)
+        return records
+    finally:
+        await consumer.stop()

@@ -6,14 +6,19 @@ turns the skip into a failure.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
+
+T = TypeVar("T")
 
 
 def postgres_base_url() -> str:
@@ -46,3 +51,38 @@ async def fresh_postgres_database(prefix: str = "t") -> AsyncIterator[str]:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await conn.close()
+
+
+@contextmanager
+def session_database(prefix: str, migrate: Callable[[str], Awaitable[None]]) -> Iterator[str]:
+    """A database for a whole test session, migrated once (for session-scoped fixtures, which
+    may be first requested from inside a running test loop: the admin work runs on a loop of
+    its own). Creating a database costs ~0.5 s here, `truncate_all` ~10 ms."""
+    manager = fresh_postgres_database(prefix)
+    url = _run_in_own_loop(manager.__aenter__())
+    try:
+        _run_in_own_loop(migrate(url))
+        yield url
+    finally:
+        _run_in_own_loop(manager.__aexit__(None, None, None))
+
+
+async def truncate_all(url: str) -> None:
+    """Empty every table but the migration version, so a migrated database starts a test clean."""
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    try:
+        names = await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename <> 'alembic_version'"
+        )
+        if names:
+            tables = ", ".join(f'"{r["tablename"]}"' for r in names)
+            await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    finally:
+        await conn.close()
+
+
+def _run_in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result(timeout=120)

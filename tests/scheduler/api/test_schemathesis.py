@@ -4,7 +4,6 @@ loopback (SQLite): no generated input may produce a 5xx, and every error is prob
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,12 +18,7 @@ from scheduler.adapters.db.migrate import upgrade
 from scheduler.entrypoints.api.app import app_from_container
 from tests.scheduler.api.conftest import make_container
 from tests.scheduler.conftest import StepClock, token
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.processes import free_port
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +27,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite+aiosqlite:///{db}"
     asyncio.run(upgrade(url))
     app = app_from_container(make_container(url, StepClock()))
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

@@ -1,5 +1,5 @@
 """A real outbox-relay process and a consumer that records what reached the broker, for the
-SIGKILL proof (issue 6).
+SIGKILL proof.
 
 `RelayProcess` is `python -m scheduler.entrypoints.workers` with every worker but the relay
 switched off, publishing to a Kafka-protocol broker (tansu: KAFKA_IDEMPOTENT=false) with small
@@ -8,17 +8,13 @@ batches, so that a kill lands between batches and not only at the end.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
 
 from eventbus import KafkaConsumer, Record, decode
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from tests.scheduler.conftest import HS256_KEY, SECRET_KEY
-from tests.scheduler.runs.processes import WorkerProcess
+from tests.scheduler.runs.processes import WorkerProcess, worker_env
 from tests.support.kafka import FAST_GROUP_JOIN
 
 ONLY_THE_RELAY = ("--no-planner", "--no-dispatcher", "--no-tenant-consumer")
@@ -26,33 +22,14 @@ ONLY_THE_RELAY = ("--no-planner", "--no-dispatcher", "--no-tenant-consumer")
 
 class RelayProcess(WorkerProcess):
     def __init__(self, database_url: str, bootstrap: str, workdir: Path, batch: int) -> None:
-        super().__init__(database_url, workdir, *ONLY_THE_RELAY)
-        self.env = {
-            "SCHEDULER_DATABASE_URL": database_url,
-            "SCHEDULER_SECRET_KEY": SECRET_KEY,
-            "AUTH_HS256_KEY": HS256_KEY,
-            "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-            "KAFKA_IDEMPOTENT": "false",  # tansu refuses InitProducerId
-            "SCHEDULER_OUTBOX_BATCH_SIZE": str(batch),
-            "SCHEDULER_OUTBOX_POLL_INTERVAL_SECONDS": "0.1",
-        }
-
-    async def start(self) -> RelayProcess:
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "scheduler.entrypoints.workers",
-                "--port",
-                str(self.port),
-                *self.args,
-                cwd=self.workdir,
-                env={**os.environ, **self.env},
-                stdout=out,
-                stderr=out,
-            )
-        await self.wait_healthy()
-        return self
+        env = worker_env(
+            database_url,
+            KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+            KAFKA_IDEMPOTENT="false",  # tansu refuses InitProducerId
+            SCHEDULER_OUTBOX_BATCH_SIZE=str(batch),
+            SCHEDULER_OUTBOX_POLL_INTERVAL_SECONDS="0.1",
+        )
+        super().__init__(database_url, workdir, *ONLY_THE_RELAY, env=env)
 
 
 class Collector:

@@ -19,8 +19,7 @@ from scheduler.service_layer.event_action import (
     perform_event_action,
     triggered_event_id,
 )
-from tests.scheduler.events.kafka_reading import kafka_publisher, read_exactly
-from tests.support.kafka import TansuBroker, create_topics
+from tests.support.kafka import TansuBroker, create_topics, read_exactly, tansu_publisher
 
 NOW = datetime(2026, 3, 8, 7, 0, 0, 250_000, tzinfo=UTC)
 # Scheduled in a non-UTC zone: the envelope must still carry UTC with an explicit offset.
@@ -162,13 +161,13 @@ async def test_kafka_acknowledges_then_a_stopped_broker_fails_the_attempt(
     tansu_broker: TansuBroker,
 ) -> None:
     await create_topics(tansu_broker.bootstrap, [SCHEDULE_EVENTS_TOPIC])
-    publisher = kafka_publisher(tansu_broker.bootstrap)
+    publisher = tansu_publisher(tansu_broker.bootstrap)
     await publisher.start()
     run_id = new_id("run")
     try:
         outcome = await attempt(publisher, run_id, {"k": "v"})
         assert outcome.ok
-        [record] = await read_exactly(tansu_broker.bootstrap, 1)
+        [record] = await read_exactly(tansu_broker.bootstrap, SCHEDULE_EVENTS_TOPIC, 1)
         event = decode(record.value)
         assert (event["id"], event["run_id"], event["data"]) == (
             triggered_event_id(run_id),

@@ -11,9 +11,14 @@ import pytest
 from eventbus import PublishError, SeenIds, decode
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from tests.scheduler.events.conftest import Store
-from tests.scheduler.events.kafka_reading import WAIT_LIMIT, kafka_publisher, read_exactly
 from tests.scheduler.events.publishers import CrashAfterPublish, RelayKilled, by_key
-from tests.support.kafka import TansuBroker, create_topics
+from tests.support.kafka import (
+    WAIT_LIMIT,
+    TansuBroker,
+    create_topics,
+    read_exactly,
+    tansu_publisher,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -37,7 +42,7 @@ async def test_events_arrive_with_envelope_key_and_order_per_schedule(
     await create_topics(tansu_broker.bootstrap, [SCHEDULE_EVENTS_TOPIC], partitions=4)
     ids = await churn(store, schedules=6, flips=2)
     rows = await store.outbox_rows()
-    publisher = kafka_publisher(tansu_broker.bootstrap)
+    publisher = tansu_publisher(tansu_broker.bootstrap)
     await publisher.start()
     try:
         relay = store.relay(publisher, batch_size=7)  # several batches
@@ -45,7 +50,7 @@ async def test_events_arrive_with_envelope_key_and_order_per_schedule(
     finally:
         await publisher.stop()
 
-    records = await read_exactly(tansu_broker.bootstrap, 30)
+    records = await read_exactly(tansu_broker.bootstrap, SCHEDULE_EVENTS_TOPIC, 30)
     assert len(records) == 30
     assert {r.value.decode() for r in records} == {row.payload for row in rows}
     outbox_order = {key: [row.event_id for row in rows if row.key == key] for key in ids}
@@ -68,7 +73,7 @@ async def test_broker_outage_every_event_arrives_once_after_restart(
     store: Store, tansu_broker: TansuBroker
 ) -> None:
     await create_topics(tansu_broker.bootstrap, [SCHEDULE_EVENTS_TOPIC], partitions=2)
-    publisher = kafka_publisher(tansu_broker.bootstrap)
+    publisher = tansu_publisher(tansu_broker.bootstrap)
     await publisher.start()
     relay = store.relay(publisher, retry_initial_seconds=0.05, retry_max_seconds=0.2)
     try:
@@ -99,7 +104,7 @@ async def test_broker_outage_every_event_arrives_once_after_restart(
     finally:
         await publisher.stop()
 
-    records = await read_exactly(tansu_broker.bootstrap, 9)
+    records = await read_exactly(tansu_broker.bootstrap, SCHEDULE_EVENTS_TOPIC, 9)
     got = [decode(r.value)["id"] for r in records]
     assert sorted(got) == sorted(waiting)  # every waiting event, none twice
     assert {r.key for r in records} == set(ids)
@@ -112,7 +117,7 @@ async def test_relay_killed_after_publish_republishes_the_same_ids(
     await create_topics(tansu_broker.bootstrap, [SCHEDULE_EVENTS_TOPIC], partitions=1)
     await churn(store, schedules=2, flips=1)
     expected = [row.event_id for row in await store.outbox_rows()]
-    publisher = kafka_publisher(tansu_broker.bootstrap)
+    publisher = tansu_publisher(tansu_broker.bootstrap)
     await publisher.start()
     try:
         doomed = store.relay(CrashAfterPublish(publisher))
@@ -124,7 +129,7 @@ async def test_relay_killed_after_publish_republishes_the_same_ids(
     finally:
         await publisher.stop()
 
-    records = await read_exactly(tansu_broker.bootstrap, 2 * len(expected))
+    records = await read_exactly(tansu_broker.bootstrap, SCHEDULE_EVENTS_TOPIC, 2 * len(expected))
     ids = [decode(r.value)["id"] for r in records]
     assert ids == expected + expected  # one partition: the republished copy follows in order
     seen = SeenIds()
