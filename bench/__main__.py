@@ -1,7 +1,13 @@
-"""`python -m bench [NAME ...] [--quick]`: run the benchmark modules and print one JSON document.
+"""`python -m bench [NAME ...] [--quick] [--baseline REV]`: run the benchmark modules and print one
+JSON document.
 
 Every module `bench/<name>_bench.py` exposes `run(quick: bool) -> dict`; figures are reported side
 by side with their baselines from the same run, because this machine is noisy (use the ratios).
+
+`--baseline REV` measures a refactor: REV is checked out into a temporary git worktree and every
+named benchmark runs there and here in turn (baseline first, each in a fresh subprocess, so
+neither inherits the other's warm caches or memory), and the document holds
+`{name: {"baseline": {...}, "current": {...}}}` with the baseline's commit.
 """
 
 from __future__ import annotations
@@ -9,38 +15,108 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+# One benchmark in a subprocess may take this long before it is abandoned (seconds).
+SUBPROCESS_TIMEOUT_SECONDS = 1_800
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="bench")
     parser.add_argument("names", nargs="*", help="benchmark names (default: all)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    args = parser.parse_args()
-    here = Path(__file__).parent
-    available = sorted(
-        m.name.removesuffix("_bench")
-        for m in pkgutil.iter_modules([str(here)])
-        if m.name.endswith("_bench")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also run each benchmark on this git revision"
     )
+    args = parser.parse_args()
+    available = _available(HERE)
     names = args.names or available
     unknown = [n for n in names if n not in available]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {available}", file=sys.stderr)
         return 2
-    report: dict[str, object] = {}
-    for name in names:
-        module = importlib.import_module(f"bench.{name}_bench")
-        started = time.perf_counter()
-        result = module.run(quick=args.quick)
-        result["wall_seconds"] = round(time.perf_counter() - started, 2)
-        report[name] = result
-        print(f"bench {name}: done", file=sys.stderr)
+    if args.baseline:
+        report = _compare(names, args.baseline, quick=args.quick)
+    else:
+        report = {name: _run_here(name, quick=args.quick) for name in names}
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _available(folder: Path) -> list[str]:
+    return sorted(
+        m.name.removesuffix("_bench")
+        for m in pkgutil.iter_modules([str(folder)])
+        if m.name.endswith("_bench")
+    )
+
+
+def _run_here(name: str, *, quick: bool) -> dict[str, Any]:
+    module = importlib.import_module(f"bench.{name}_bench")
+    started = time.perf_counter()
+    result: dict[str, Any] = module.run(quick=quick)
+    result["wall_seconds"] = round(time.perf_counter() - started, 2)
+    print(f"bench {name}: done", file=sys.stderr)
+    return result
+
+
+def _compare(names: list[str], rev: str, *, quick: bool) -> dict[str, Any]:
+    commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+    report: dict[str, Any] = {"baseline_commit": commit}
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
+        tree = Path(tmp) / "tree"
+        _git("worktree", "add", "--detach", str(tree), commit)
+        try:
+            baseline_names = set(_available(tree / "bench"))
+            for name in names:
+                entry: dict[str, Any] = {}
+                if name in baseline_names:
+                    entry["baseline"] = _run_in(tree, name, quick=quick)
+                else:
+                    entry["baseline"] = None  # the benchmark is new since the baseline
+                entry["current"] = _run_in(ROOT, name, quick=quick)
+                report[name] = entry
+                print(f"bench {name}: baseline and current done", file=sys.stderr)
+        finally:
+            _git("worktree", "remove", "--force", str(tree))
+    return report
+
+
+def _run_in(tree: Path, name: str, *, quick: bool) -> dict[str, Any]:
+    """One benchmark of the code in `tree`, in a fresh interpreter whose imports resolve there."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("pkg", "services", ".")),
+    }
+    argv = [sys.executable, "-m", "bench", name, *(["--quick"] if quick else [])]
+    done = subprocess.run(
+        argv,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench {name} in {tree} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)[name]
+    return result
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 if __name__ == "__main__":
