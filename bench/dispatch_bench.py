@@ -1,6 +1,6 @@
 """Dispatch throughput and scheduling lag, through the service's own worker loop (DESIGN §10).
 
-- throughput: N runs due at once (10,000; quick 2,000), delivered by `Dispatcher.run()` (claim
+- throughput: N runs due at once (10,000; quick 2,000), delivered by `RunDispatcher.run()` (claim
   batches, concurrent signed POSTs, batched settles) to a loopback receiver in another process,
   vs a floor script in the same run (claim 100 with SKIP LOCKED, signed POSTs, insert attempts,
   mark done, commit; batch after batch). Peak RSS of this process after the phase.

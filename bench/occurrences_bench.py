@@ -1,5 +1,5 @@
 """Occurrence throughput: our engine vs croniter vs cronsim, same expressions, same start, same N,
-in the same process (issue 3). `python -m bench occurrences [--quick]`.
+in the same process. `python -m bench occurrences [--quick]`.
 
 For each expression: occurrences/s for ours (iter_after, and repeated next_after as a planner
 would call it), cronsim (iteration) and croniter (get_next), single thread; the ratio of ours to

@@ -1,4 +1,4 @@
-"""Planning pass cost vs stored schedules (DESIGN §10, issue 5 "scale of planning"): one pass that
+"""Planning pass cost vs stored schedules (DESIGN §10 "scale of planning"): one pass that
 plans 1,000 due schedules among 10,000 stored, then among 1,000,000 (quick: 200,000). The ratio
 must stay near 1: the due query walks the partial index `ix_schedules_due`, never the table.
 PostgreSQL when BENCH_POSTGRES_URL or TEST_POSTGRES_URL is set, and SQLite.
@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from bench.dispatch_bench import _add_schedules, _container, _databases, _reset
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
@@ -69,7 +68,6 @@ async def _grow(c: Container, template: str, count: int, start: int) -> None:
 
 
 async def _pass_cost(c: Container, due_ids: list[str]) -> float:
-    store = SqlRunStore(c.engine, c.secret_box)
     settings = PlanningSettings(lookahead=timedelta(seconds=1), batch=DUE)
     costs = []
     for _ in range(REPEATS):
@@ -82,7 +80,7 @@ async def _pass_cost(c: Container, due_ids: list[str]) -> float:
                 .values(next_run_at=now - timedelta(seconds=1))
             )
         started = time.perf_counter()
-        report = await plan_due(store, now=now, settings=settings)
+        report = await plan_due(c.uow_factory, now=now, settings=settings)
         costs.append(time.perf_counter() - started)
         assert report.schedules == DUE, report
     return statistics.median(costs)

@@ -58,6 +58,13 @@ Creation-time checks for the APIs (no DNS)::
     RESERVED_HEADERS / is_reserved_header(name)  # names tenants may not set (also webhook-*)
     is_forbidden_address(ip) -> bool
 
+Attempt records (the one shape both services store; bounds applied here)::
+
+    AttemptRecord.of(number, result) -> AttemptRecord(number, started_at, duration_ms,
+        status_code, error_kind, error_message, response_excerpt, retry_after_seconds)
+    MAX_ERROR_MESSAGE_CHARS (500, cut with "…"), MAX_EXCERPT_BYTES (1024 of UTF-8)
+    bound_error_message(text), bound_excerpt(text), truncate_utf8(text, max_bytes)
+
 Backoff::
 
     BackoffPolicy(initial_seconds, max_seconds, multiplier, max_attempts, max_elapsed_seconds)
@@ -65,6 +72,14 @@ Backoff::
 """
 
 from webhookdeliver.addresses import forbidden_reason, is_forbidden_address
+from webhookdeliver.attempts import (
+    MAX_ERROR_MESSAGE_CHARS,
+    MAX_EXCERPT_BYTES,
+    AttemptRecord,
+    bound_error_message,
+    bound_excerpt,
+    truncate_utf8,
+)
 from webhookdeliver.backoff import BackoffPolicy
 from webhookdeliver.deliverer import (
     DEFAULT_USER_AGENT,
@@ -89,7 +104,10 @@ from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, validat
 
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "MAX_ERROR_MESSAGE_CHARS",
+    "MAX_EXCERPT_BYTES",
     "RESERVED_HEADERS",
+    "AttemptRecord",
     "BackoffPolicy",
     "Deliverer",
     "Delivery",
@@ -98,6 +116,8 @@ __all__ = [
     "ForbiddenTargetURL",
     "InvalidTargetURL",
     "Resolver",
+    "bound_error_message",
+    "bound_excerpt",
     "build_headers",
     "forbidden_reason",
     "generate_secret",
@@ -109,6 +129,7 @@ __all__ = [
     "signature_header",
     "standard_webhooks_signature",
     "system_resolver",
+    "truncate_utf8",
     "validate_target_url",
     "verify",
 ]

@@ -26,6 +26,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhookdeliver.addresses import guard_reason, parse_ip
+from webhookdeliver.attempts import MAX_ERROR_MESSAGE_CHARS, MAX_EXCERPT_BYTES
 from webhookdeliver.headers import build_headers
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, check_target_url
@@ -38,11 +39,9 @@ ErrorKind = Literal[
 ]
 
 DEFAULT_USER_AGENT: Final = "scheduler-platform-webhooks/0.1"
-EXCERPT_BYTES: Final = 1024  # response text kept for the delivery log
 MAX_RESOLVED_ADDRESSES: Final = 64  # more than this from DNS is abuse, not load balancing
 MAX_PINNED_ADDRESSES: Final = 8  # vetted addresses handed to happy-eyeballs, in DNS order
 MAX_TIMEOUT_SECONDS: Final = 300.0
-MAX_ERROR_MESSAGE: Final = 500
 _READ_CHUNK: Final = 65536
 
 # (host, port, vetted addresses) of the delivery running in the current task.
@@ -251,7 +250,7 @@ class Deliverer:
                 ok=kind is None,
                 status_code=status,
                 error_kind=kind,
-                error_message=None if message is None else message[:MAX_ERROR_MESSAGE],
+                error_message=None if message is None else message[:MAX_ERROR_MESSAGE_CHARS],
                 duration_ms=(time.perf_counter() - started) * 1000.0,
                 response_excerpt=excerpt,
                 retryable=retryable,
@@ -298,7 +297,7 @@ class Deliverer:
                     body, truncated = await self._read_bounded(response)
                     if truncated:
                         response.close()  # unread bytes remain: never pool this connection
-                    excerpt = body[:EXCERPT_BYTES].decode("utf-8", "replace")
+                    excerpt = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
         except _Refused as exc:
             return result(exc.kind, exc.message, exc.kind != "ssrf_blocked")
         except TimeoutError:

@@ -11,6 +11,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 from yarl import URL
 
@@ -39,6 +40,9 @@ FORBIDDEN_HOST_SUFFIXES: Final = (".localhost", ".internal", ".local", ".home.ar
 
 _HOST_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
 _UNSAFE_URL_CHARS: Final = re.compile(r"[\s\\\x00-\x1f\x7f]")
+# A port is 1-5 ASCII digits. yarl (like int()) also reads "+80", "8_0", Arabic-Indic or
+# fullwidth digits as 80, which other parsers refuse or read differently.
+_PORT_TEXT: Final = re.compile(r"[0-9]{1,5}")
 
 
 class InvalidTargetURL(ValueError):
@@ -67,10 +71,11 @@ def validate_target_url(url: str, *, allow_private_networks: bool) -> None:
     """Raise `InvalidTargetURL` (or its subclass `ForbiddenTargetURL`) unless `url` may be saved.
 
     Refused: schemes other than http/https, missing host, userinfo, fragments-only tricks such as
-    backslashes, whitespace or control characters, ports outside 1..65535, IPv6 zone ids, numeric
-    IPv4 spellings that are not dotted quads, and — unless `allow_private_networks` — literal
-    forbidden addresses in any spelling, `localhost`, `*.localhost`, metadata names, private-use
-    suffixes and single-label names. Performs no DNS lookup.
+    backslashes, whitespace or control characters, ports that are not 1-5 ASCII digits or are
+    outside 1..65535, IPv6 zone ids, numeric IPv4 spellings that are not dotted quads, and —
+    unless `allow_private_networks` — literal forbidden addresses in any spelling, `localhost`,
+    `*.localhost`, metadata names, private-use suffixes and single-label names. Performs no DNS
+    lookup.
     """
     check_target_url(url, allow_private_networks=allow_private_networks)
 
@@ -88,8 +93,11 @@ def check_target_url(url: str, *, allow_private_networks: bool) -> CheckedTarget
     try:
         parsed = URL(url)
         port = parsed.port
+        port_text = _port_text(url)
     except ValueError as exc:
         raise InvalidTargetURL(f"unparseable URL: {exc}") from None
+    if port_text is not None and not _PORT_TEXT.fullmatch(port_text):
+        raise InvalidTargetURL("port must be 1 to 5 ASCII digits")
     if parsed.scheme not in ("http", "https"):
         raise InvalidTargetURL("scheme must be http or https")
     if parsed.user is not None or parsed.password is not None or "@" in (parsed.raw_authority):
@@ -138,6 +146,17 @@ def check_target_url(url: str, *, allow_private_networks: bool) -> CheckedTarget
             # Single labels resolve through search domains to internal names.
             raise ForbiddenTargetURL("host must be a fully qualified domain name")
     return CheckedTarget(parsed, host, port, None)
+
+
+def _port_text(url: str) -> str | None:
+    """The port exactly as written (None without a colon after the host); yarl's own view of
+    the authority is already normalised."""
+    host_port = urlsplit(url).netloc.rpartition("@")[2]
+    if host_port.startswith("["):
+        host_port = host_port[host_port.find("]") + 1 :]
+    if ":" not in host_port:
+        return None
+    return host_port.partition(":")[2]
 
 
 def _is_metadata_name(host: str) -> bool:

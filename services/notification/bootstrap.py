@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from notification.adapters.db import create_engine
+from notification.adapters.delivery_store import SqlDeliveryStore
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
 from notification.adapters.migrate import upgrade
 from notification.adapters.rendering import JinjaAlertRenderer
@@ -18,7 +19,11 @@ from notification.adapters.sql_store import SqlNotificationStore
 from notification.config import NotificationSettings
 from notification.domain.deliveries import EndpointHealthPolicy
 from notification.service_layer.alerting import AlertService
-from notification.service_layer.dispatch import DeliveryClient, Dispatcher
+from notification.service_layer.dispatch import (
+    DeliveryClient,
+    DeliveryDispatcher,
+    DispatchSettings,
+)
 from notification.service_layer.fanout import FanOut
 from notification.service_layer.ports import Mailer
 from notification.service_layer.subscriptions import SubscriptionService
@@ -64,7 +69,7 @@ class Container:
     subscriptions: SubscriptionService
     fanout: FanOut
     alerts: AlertService
-    dispatcher: Dispatcher
+    dispatcher: DeliveryDispatcher
     mailer: Mailer
     deliverer: Deliverer | None  # owned (closed by aclose) when we created it
     clock: Callable[[], datetime]
@@ -110,10 +115,12 @@ def bootstrap(
         owned = Deliverer(
             allow_private_networks=settings.webhook_allow_private_networks,
             clock=lambda: clock().timestamp(),
+            connector_limit=max(settings.dispatch_concurrency, 100),
+            connector_limit_per_host=settings.dispatch_per_endpoint_limit,
         )
         delivery_client = owned
-    dispatcher = Dispatcher(
-        store,
+    dispatcher = DeliveryDispatcher(
+        SqlDeliveryStore(engine),
         delivery_client,
         subscriptions,
         BackoffPolicy(
@@ -129,10 +136,14 @@ def bootstrap(
         ),
         clock,
         on_endpoint_disabled=alerts.endpoint_disabled,
-        batch_size=settings.dispatch_batch_size,
-        concurrency=settings.dispatch_concurrency,
-        lease_seconds=settings.dispatch_lease_seconds,
-        timeout_seconds=settings.delivery_timeout_seconds,
+        settings=DispatchSettings(
+            concurrency=settings.dispatch_concurrency,
+            per_endpoint_limit=settings.dispatch_per_endpoint_limit,
+            claim_batch=settings.dispatch_batch_size,
+            lease_seconds=settings.dispatch_lease_seconds,
+            timeout_seconds=settings.delivery_timeout_seconds,
+            idle_seconds=settings.poll_interval_seconds,
+        ),
     )
     return Container(
         settings=settings,

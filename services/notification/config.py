@@ -57,7 +57,10 @@ class NotificationSettings(BaseSettings):
     endpoint_disable_min_failures: int = Field(default=3, ge=1)
     dispatch_batch_size: int = Field(default=100, ge=1, le=1000)
     dispatch_concurrency: int = Field(default=16, ge=1, le=256)
-    # A claimed delivery whose worker died becomes claimable again after this lease.
+    # Attempts in flight at once to one endpoint (host:port), within dispatch_concurrency.
+    dispatch_per_endpoint_limit: int = Field(default=10, ge=1, le=256)
+    # A claimed delivery is leased for this long and the lease renewed every third of it while
+    # its attempt runs; one whose dispatcher died is claimable again once its lease expires.
     dispatch_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
     consumer_batch_size: int = Field(default=200, ge=1, le=5000)

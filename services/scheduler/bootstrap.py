@@ -5,10 +5,8 @@ Per process: ONE event publisher (`Container.publisher`: Kafka when KAFKA_BOOTST
 set, else the process's `InProcessBus`, `Container.bus`), shared by the outbox relay and the event
 action; and ONE tenant projection cache (`Container.tenants`), read synchronously by the planner,
 the dispatcher and the API's limits. `start_tenants()` / `stop_tenants()` are reference-counted so
-the API lifespan and the worker runtime of one process can both hold it.
-
-`Container.workers` is a list of extra factories `(container) -> Worker` (`Worker.run()` loops
-until cancelled); the worker runtime starts each one.
+the API lifespan and the worker runtime of one process can both hold it. And ONE unit-of-work
+factory (`Container.uow_factory`), every transaction of the API and the workers.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,13 +24,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from authclient import AuthSettings, TokenVerifier
 from eventbus import InProcessBus, Publisher, make_publisher
-from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory, TenantProjectionCache
+from scheduler.adapters.db.tenant_store import TenantProjectionCache
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.config import DEV_VAR_DIR, SchedulerSettings
 from scheduler.domain.tenant import Entitlements
-from scheduler.service_layer import tenant_state
+from scheduler.service_layer import quota
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from webhookdeliver import generate_secret
 
@@ -47,14 +46,11 @@ class Worker(Protocol):
     async def run(self) -> None: ...
 
 
-WorkerFactory = Callable[["Container"], Worker]
-
-
 @dataclass
 class Container:
     settings: SchedulerSettings
     engine: AsyncEngine
-    uow_factory: SqlTenantUnitOfWorkFactory
+    uow_factory: SqlUnitOfWorkFactory
     secret_box: SecretBox
     clock: Clock
     auth_settings: AuthSettings
@@ -65,15 +61,14 @@ class Container:
     publisher: Publisher
     bus: InProcessBus | None = None
     """The in-process bus the publisher writes to (None with Kafka)."""
-    workers: list[WorkerFactory] = field(default_factory=list)
     _tenant_holders: int = 0
     _tenant_task: asyncio.Task[None] | None = None
 
     async def ensure_writable(self, tenant_id: str) -> None:
-        """Raise tenant_state.TenantSuspended when the tenant is suspended now (exact: read in a
+        """Raise errors.TenantSuspended when the tenant is suspended now (exact: read in a
         transaction of its own, not from the cache)."""
         async with self.uow_factory() as uow:
-            await tenant_state.ensure_writable(uow, tenant_id, self.clock())
+            await quota.ensure_writable(uow, tenant_id, self.clock())
 
     async def start_tenants(self) -> None:
         """Load the tenant projections and keep refreshing them (reference-counted)."""
@@ -129,7 +124,6 @@ def bootstrap(
     auth_settings: AuthSettings | None = None,
     limits_for: LimitsProvider | None = None,
     new_secret: SecretFactory = generate_secret,
-    workers: list[WorkerFactory] | None = None,
     bus: InProcessBus | None = None,
     publisher: Publisher | None = None,
 ) -> Container:
@@ -157,17 +151,16 @@ def bootstrap(
     return Container(
         settings=settings,
         engine=engine,
-        uow_factory=SqlTenantUnitOfWorkFactory(session_factory(engine), box),
+        uow_factory=SqlUnitOfWorkFactory(engine, box),
         secret_box=box,
         clock=clock,
         auth_settings=auth_settings,
         verifier=TokenVerifier(auth_settings),
-        limits_for=limits_for or tenants.limits_for,
+        limits_for=limits_for or tenants.entitlements,
         new_secret=new_secret,
         tenants=tenants,
         publisher=publisher,
         bus=None if settings.kafka_bootstrap_servers else bus,
-        workers=list(workers or []),
     )
 
 

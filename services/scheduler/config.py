@@ -16,6 +16,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
+
 DEV_VAR_DIR = Path("var")
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
@@ -55,12 +57,15 @@ class SchedulerSettings(BaseSettings):
         65_536, validation_alias="SCHEDULER_DEFAULT_MAX_PAYLOAD_BYTES"
     )
 
-    # Workers (used by the runs step).
+    # Workers.
     dispatch_concurrency: int = Field(
         64, ge=1, le=1000, validation_alias="SCHEDULER_DISPATCH_CONCURRENCY"
     )
     planner_lookahead_seconds: int = Field(
-        60, ge=1, le=3600, validation_alias="SCHEDULER_PLANNER_LOOKAHEAD_SECONDS"
+        int(DEFAULT_LOOKAHEAD.total_seconds()),
+        ge=1,
+        le=int(MAX_LOOKAHEAD.total_seconds()),
+        validation_alias="SCHEDULER_PLANNER_LOOKAHEAD_SECONDS",
     )
 
     # Outbox relay (DESIGN §9); unset keeps the relay's defaults (adapters/events/outbox_relay.py).

@@ -29,6 +29,7 @@ from scheduler.domain.run import Run
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 from servicekit.secretbox import generate_key
+from tests.notification.dispatch import deliver_due
 
 AUTH_KEY = "contract-test-key-" + "k" * 40
 SIGNATURE_HEADERS = (
@@ -116,7 +117,7 @@ async def notification_delivery(
         )
         await publisher.stop()
         assert await app.events.run_once() == 1
-        assert await app.container.dispatcher.run_once() == 1
+        assert await deliver_due(app.container.dispatcher) == 1
     finally:
         await app.stop()
         await deliverer.close()

@@ -16,7 +16,7 @@ from scheduler.domain.policies import (
 )
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements, QuotaViolation
-from scheduler.service_layer.tenant_state import MAX_ALERT_SCHEDULES, quota_alert
+from scheduler.service_layer.quota import MAX_ALERT_SCHEDULES, quota_alert
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -123,16 +123,22 @@ async def harness(make_harness: Callable[..., Any], db_url: str) -> Harness:
 
 @dataclass
 class Receiver:
-    """A real aiohttp server on 127.0.0.1 recording requests and answering `statuses` in turn."""
+    """A real aiohttp server on 127.0.0.1 recording requests and answering `statuses` in turn,
+    each after its entry in `delays`."""
 
     url: str = ""
     requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
+    """Seconds to wait before answering, request by request (then none)."""
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests.append((dict(request.headers), await request.read()))
         self.arrived.set()
+        delay = self.delays.pop(0) if self.delays else 0.0
+        if delay:
+            await asyncio.sleep(delay)
         status = self.statuses.pop(0) if self.statuses else 200
         return web.Response(status=status, text="ok" if status < 300 else "nope")
 

@@ -51,6 +51,8 @@ async def test_rotate_returns_new_secret_and_keeps_old_for_grace(harness: Harnes
 async def test_validation_problems_name_the_field(harness: Harness) -> None:
     cases = [
         ({"url": "ftp://x/y", "event_types": ["schedule.*"]}, "url"),
+        ({"url": "http://127.0.0.1:\u0668\u0660/h", "event_types": ["schedule.*"]}, "url"),
+        ({"url": "http://127.0.0.1:8_0/h", "event_types": ["schedule.*"]}, "url"),
         ({"url": "http://127.0.0.1/h", "event_types": ["sched*ule"]}, "event_types"),
         ({"url": "http://127.0.0.1/h", "event_types": []}, "event_types"),
         ({"url": "http://127.0.0.1/h"}, "event_types"),

@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, Receiver, token
+from tests.notification.dispatch import deliver_due
 from tests.notification.events import publish, schedule_event
 
 
@@ -16,7 +17,7 @@ async def deliver_one(h: Harness, event_type: str = "schedule.run.failed") -> No
     _, raw = schedule_event("t1", event_type)
     await publish(h.bus, "schedule-events", raw)
     await h.app.events.run_once()
-    assert await h.app.container.dispatcher.run_once() == 1
+    assert await deliver_due(h.app.container.dispatcher) == 1
 
 
 async def sub_state(h: Harness, sub_id: str) -> dict[str, Any]:
@@ -52,7 +53,7 @@ async def test_five_days_of_failure_disables_and_alerts(
     _, raw = schedule_event("t1", "schedule.run.failed")
     await publish(h.bus, "schedule-events", raw)
     await h.app.events.run_once()
-    assert await h.app.container.dispatcher.run_once() == 0
+    assert await deliver_due(h.app.container.dispatcher) == 0
     assert len(receiver.requests) == before
 
     inbox = (await h.client.get("/v1/notifications/", headers=token("t1"))).json()["items"]

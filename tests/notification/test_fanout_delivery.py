@@ -10,6 +10,7 @@ import webhookdeliver
 from notification.domain.subscriptions import delivery_id
 from tests.notification.api import deliveries, subscribe
 from tests.notification.conftest import Harness, Receiver, token
+from tests.notification.dispatch import deliver_due
 from tests.notification.events import publish, schedule_event
 
 
@@ -23,7 +24,7 @@ async def test_matching_event_is_delivered_signed(harness: Harness, receiver: Re
     await publish(h.bus, "schedule-events", raw)
 
     assert await h.app.events.run_once() == 1
-    assert await h.app.container.dispatcher.run_once() == 1
+    assert await deliver_due(h.app.container.dispatcher) == 1
     assert len(receiver.requests) == 1
     headers, body = receiver.requests[0]
     assert body == raw  # the delivery body is the envelope as consumed
@@ -64,13 +65,13 @@ async def test_retry_dead_letter_and_replay(
     receiver.statuses = [503, 500, 200]
     dispatcher = h.app.container.dispatcher
 
-    assert await dispatcher.run_once() == 1
+    assert await deliver_due(dispatcher) == 1
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "retrying"
     assert row["next_attempt_at"] is not None
-    assert await dispatcher.run_once() == 0  # not due yet
+    assert await deliver_due(dispatcher) == 0  # not due yet
     h.clock.advance(seconds=61)
-    assert await dispatcher.run_once() == 1
+    assert await deliver_due(dispatcher) == 1
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "dead"  # max_attempts=2 exhausted: dead letter
     assert [a["status_code"] for a in row["attempts"]] == [503, 500]
@@ -81,7 +82,7 @@ async def test_retry_dead_letter_and_replay(
     )
     assert replay.status_code == 202
     assert replay.json()["status"] == "pending"
-    assert await dispatcher.run_once() == 1
+    assert await deliver_due(dispatcher) == 1
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "succeeded"
     assert [a["number"] for a in row["attempts"]] == [1, 2, 3]
@@ -98,7 +99,7 @@ async def test_non_retryable_status_dead_letters_at_once(
     await publish(harness.bus, "schedule-events", raw)
     await harness.app.events.run_once()
     receiver.statuses = [410]
-    await harness.app.container.dispatcher.run_once()
+    await deliver_due(harness.app.container.dispatcher)
     [row] = await deliveries(harness, sub["id"])
     assert row["status"] == "dead"
     assert row["attempt_count"] == 1
@@ -116,7 +117,7 @@ async def test_rotation_signs_with_both_secrets_during_grace(
     _, raw = schedule_event("t1", "schedule.updated")
     await publish(harness.bus, "schedule-events", raw)
     await harness.app.events.run_once()
-    await harness.app.container.dispatcher.run_once()
+    await deliver_due(harness.app.container.dispatcher)
     headers, body = receiver.requests[0]
     assert headers["X-Signature"].count("sha256=") == 2
     assert webhookdeliver.verify([rotated["secret"]], headers, body)

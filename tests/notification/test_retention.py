@@ -5,7 +5,6 @@ sets exact ages; `now` is passed in or comes from the injected clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +22,11 @@ from notification.adapters.tables import (
     webhook_deliveries,
 )
 from notification.config import NotificationSettings
-from notification.entrypoints.retention import RetentionStep, retention_policy
+from notification.entrypoints.retention import (
+    BACKLOG_PAUSE_SECONDS,
+    RetentionWorker,
+    retention_policy,
+)
 from notification.service_layer.retention import RetainedTable, RetentionPolicy, prune_once
 from tests.notification.conftest import Harness
 
@@ -236,38 +239,31 @@ async def test_batches_and_passes_are_bounded(engine: AsyncEngine) -> None:
     assert await ids(engine, webhook_deliveries.c.id) == set()
 
 
-async def test_step_runs_only_when_due(harness: Harness) -> None:
+async def test_worker_pauses_an_interval_between_passes_and_a_second_during_a_backlog(
+    harness: Harness,
+) -> None:
     engine = harness.app.container.engine
     await add_subscription(engine, "sub_live", None)
     harness.clock.now = NOW
-    ticks = [1000.0]
-    monotonic: Callable[[], float] = lambda: ticks[0]  # noqa: E731
-    step = RetentionStep(
+    worker = RetentionWorker(
         SqlRetentionStore(engine),
-        POLICY,
+        RetentionPolicy(batch_size=2, max_batches=1),
         harness.clock,
         interval_seconds=300,
         first_pass_delay_seconds=30,
-        monotonic=monotonic,
     )
+    assert worker.loop.start_delay_seconds == 30  # start-up goes first
     await add_delivery(engine, "d_old", "sub_live", "succeeded", NOW - 31 * DAY)
-    await step.run_once()
-    assert step.last_report is None  # not due during start-up
-    ticks[0] += 30
-    await step.run_once()
-    assert step.last_report is not None
-    assert await ids(engine, webhook_deliveries.c.id) == set()
-
     await add_delivery(engine, "d_old2", "sub_live", "dead", NOW - 31 * DAY)
-    ticks[0] += 299
-    step.last_report = None
-    await step.run_once()
-    assert step.last_report is None  # within the interval: nothing happens
-    ticks[0] += 1
-    await step.run_once()
+    await add_delivery(engine, "d_old3", "sub_live", "dead", NOW - 32 * DAY)
+    assert await worker.step() == BACKLOG_PAUSE_SECONDS  # one row left behind
+    assert await worker.step() == 300
+    assert worker.last_report is not None
     assert await ids(engine, webhook_deliveries.c.id) == set()
-    # The app runs the same step in its loops.
+    # The app runs the same worker, at the configured interval.
     assert harness.app.retention.interval_seconds == harness.settings.retention_interval_seconds
+    short = RetentionWorker(SqlRetentionStore(engine), POLICY, harness.clock, interval_seconds=5)
+    assert short.loop.start_delay_seconds == 5  # never later than one interval
 
 
 def test_settings_names_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

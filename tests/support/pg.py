@@ -30,27 +30,34 @@ def postgres_base_url() -> str:
     return url
 
 
+async def _admin(sql: str) -> None:
+    base = make_url(postgres_base_url())
+    dsn = base.set(drivername="postgresql", database="postgres").render_as_string(
+        hide_password=False
+    )
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _new_database(prefix: str) -> tuple[str, str]:
+    """A fresh database name and its SQLAlchemy URL (not created yet)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = make_url(postgres_base_url()).set(database=name)
+    return name, url.render_as_string(hide_password=False)
+
+
 @asynccontextmanager
 async def fresh_postgres_database(prefix: str = "t") -> AsyncIterator[str]:
     """Create an empty database, yield its SQLAlchemy URL, drop it afterwards."""
-    base = make_url(postgres_base_url())
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin_dsn = base.set(drivername="postgresql", database="postgres").render_as_string(
-        hide_password=False
-    )
-    conn = await asyncpg.connect(admin_dsn)
+    name, url = _new_database(prefix)
+    await _admin(f'CREATE DATABASE "{name}"')
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        yield url
     finally:
-        await conn.close()
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        conn = await asyncpg.connect(admin_dsn)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
@@ -58,13 +65,13 @@ def session_database(prefix: str, migrate: Callable[[str], Awaitable[None]]) -> 
     """A database for a whole test session, migrated once (for session-scoped fixtures, which
     may be first requested from inside a running test loop: the admin work runs on a loop of
     its own). Creating a database costs ~0.5 s here, `truncate_all` ~10 ms."""
-    manager = fresh_postgres_database(prefix)
-    url = _run_in_own_loop(manager.__aenter__())
+    name, url = _new_database(prefix)
+    _run_in_own_loop(_admin(f'CREATE DATABASE "{name}"'))
     try:
         _run_in_own_loop(migrate(url))
         yield url
     finally:
-        _run_in_own_loop(manager.__aexit__(None, None, None))
+        _run_in_own_loop(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 async def truncate_all(url: str) -> None:

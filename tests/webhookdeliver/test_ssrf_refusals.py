@@ -293,3 +293,33 @@ async def test_metadata_dns_answer_refused_with_private_networks_allowed(
     assert result.error_kind == "ssrf_blocked", result
     assert connect_log.attempts == []
     assert receiver.requests == []
+
+
+def _spelled(port: int, digits: str) -> str:
+    return "".join(digits[int(d)] for d in str(port))
+
+
+ARABIC_INDIC = "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669"
+FULLWIDTH = "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19"
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        lambda p: f"+{p}",
+        lambda p: _spelled(p, ARABIC_INDIC),
+        lambda p: _spelled(p, FULLWIDTH),
+        lambda p: f"{str(p)[:1]}_{str(p)[1:]}",
+    ],
+    ids=["plus", "arabic-indic", "fullwidth", "underscore"],
+)
+async def test_a_port_spelled_otherwise_than_ascii_digits_is_not_delivered_to(
+    spell, start_receiver, connect_log
+):
+    receiver = await start_receiver()
+    url = f"http://127.0.0.1:{spell(receiver.port)}/hook"
+    async with wd.Deliverer(allow_private_networks=True) as deliverer:
+        result = await deliverer.deliver(delivery(url))
+    assert (result.error_kind, result.ok, result.retryable) == ("invalid_url", False, False)
+    assert connect_log.attempts == []
+    assert receiver.requests == []

@@ -61,3 +61,22 @@ def test_refusal_carries_a_reason():
     with pytest.raises(wd.ForbiddenTargetURL) as raised:
         wd.validate_target_url("http://169.254.169.254/", allow_private_networks=False)
     assert "link-local" in raised.value.reason
+
+
+# Spellings of 80 that Python's int() (and so yarl) reads as 80, and others no parser agrees on.
+ODD_PORTS = ["+80", "\u0668\u0660", "\uff18\uff10", "8_0", " 80", "0x50", "-80", "80\u0660", ""]
+
+
+@pytest.mark.parametrize("port", ODD_PORTS)
+@pytest.mark.parametrize("host", ["hooks.example.com", "8.8.8.8", "[2606:4700:4700::1111]"])
+def test_a_port_that_is_not_ascii_digits_is_refused(host, port):
+    with pytest.raises(wd.InvalidTargetURL) as raised:
+        wd.validate_target_url(f"https://{host}:{port}/x", allow_private_networks=True)
+    assert not isinstance(raised.value, wd.ForbiddenTargetURL)
+
+
+@pytest.mark.parametrize("port", ["1", "80", "08080", "65535"])
+def test_ascii_digit_ports_are_accepted(port):
+    wd.validate_target_url(
+        f"https://hooks.example.com:{port}/a:b?c=:1", allow_private_networks=False
+    )

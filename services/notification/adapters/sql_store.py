@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, or_, select, text, true, update
+from sqlalchemy import and_, insert, or_, select, text, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -21,14 +21,11 @@ from notification.adapters.tables import (
     subscriptions,
     webhook_deliveries,
 )
-from notification.domain.deliveries import DUE_STATES, DeliveryStatus
+from notification.domain.deliveries import DeliveryStatus
 from notification.service_layer.ports import (
     AttemptRecord,
-    ClaimedDelivery,
-    DeliveryOutcome,
     DeliveryRecord,
     EmailRecord,
-    HealthUpdate,
     NewDelivery,
     NewEmail,
     NotificationRecord,
@@ -36,8 +33,7 @@ from notification.service_layer.ports import (
 )
 from servicekit.pagination import Cursor
 
-_SUB_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
-_TERMINAL = (DeliveryStatus.SUCCEEDED, DeliveryStatus.DEAD)
+SUBSCRIPTION_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
 _UPDATABLE = {
     "url",
     "event_types",
@@ -53,7 +49,7 @@ _UPDATABLE = {
 }
 
 
-def _sub(row: RowMapping) -> SubscriptionRecord:
+def subscription_record(row: Mapping[Any, Any]) -> SubscriptionRecord:
     return SubscriptionRecord(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -132,7 +128,7 @@ class SqlNotificationStore:
     # -- subscriptions ------------------------------------------------------------------------
 
     def _live_subs(self, tenant_id: str) -> Select[Any]:
-        return select(*_SUB_COLUMNS).where(
+        return select(*SUBSCRIPTION_COLUMNS).where(
             subscriptions.c.tenant_id == tenant_id, subscriptions.c.deleted_at.is_(None)
         )
 
@@ -160,7 +156,7 @@ class SqlNotificationStore:
             .mappings()
             .first()
         )
-        return _sub(row) if row else None
+        return subscription_record(row) if row else None
 
     async def list_subscriptions(
         self, tenant_id: str, limit: int, after: Cursor | None
@@ -172,7 +168,7 @@ class SqlNotificationStore:
             .limit(limit)
         )
         async with self.engine.connect() as conn:
-            return [_sub(r) for r in (await conn.execute(query)).mappings()]
+            return [subscription_record(r) for r in (await conn.execute(query)).mappings()]
 
     async def update_subscription(
         self, tenant_id: str, sub_id: str, values: Mapping[str, Any]
@@ -202,13 +198,13 @@ class SqlNotificationStore:
     async def enabled_subscriptions(self, tenant_ids: set[str]) -> list[SubscriptionRecord]:
         if not tenant_ids:
             return []
-        query = select(*_SUB_COLUMNS).where(
+        query = select(*SUBSCRIPTION_COLUMNS).where(
             subscriptions.c.tenant_id.in_(sorted(tenant_ids)),
             subscriptions.c.enabled.is_(True),
             subscriptions.c.deleted_at.is_(None),
         )
         async with self.engine.connect() as conn:
-            return [_sub(r) for r in (await conn.execute(query)).mappings()]
+            return [subscription_record(r) for r in (await conn.execute(query)).mappings()]
 
     async def insert_deliveries(self, rows: Sequence[NewDelivery], now: datetime) -> int:
         if not rows:
@@ -221,7 +217,8 @@ class SqlNotificationStore:
                 "round_attempts": 0,
                 "round_started_at": None,
                 "next_attempt_at": now,
-                "locked_until": None,
+                "lease_owner": None,
+                "lease_expires_at": None,
                 "last_error": None,
                 "created_at": now,
                 "updated_at": now,
@@ -232,111 +229,6 @@ class SqlNotificationStore:
         async with self.engine.begin() as conn:
             result = await conn.execute(self._insert_ignore(webhook_deliveries), values)
             return max(int(result.rowcount or 0), 0)
-
-    # -- dispatch -----------------------------------------------------------------------------
-
-    async def claim_due_deliveries(
-        self, now: datetime, limit: int, lease_seconds: float
-    ) -> list[ClaimedDelivery]:
-        d, s = webhook_deliveries, subscriptions
-        due = (
-            select(d.c.id)
-            .join(s, s.c.id == d.c.subscription_id)
-            .where(
-                d.c.status.in_([st.value for st in DUE_STATES]),
-                d.c.next_attempt_at <= now,
-                or_(d.c.locked_until.is_(None), d.c.locked_until < now),
-                s.c.enabled.is_(True),
-                s.c.deleted_at.is_(None),
-            )
-            .order_by(d.c.next_attempt_at)
-            .limit(limit)
-        )
-        async with self.engine.begin() as conn:
-            lease = now + timedelta(seconds=lease_seconds)
-            ids = await self._lease(conn, due, d, locked_until=lease)
-            if not ids:
-                return []
-            query = (
-                select(
-                    d.c.id.label("d_id"),
-                    d.c.event_type,
-                    d.c.body,
-                    d.c.attempt_count,
-                    d.c.round_attempts,
-                    d.c.round_started_at,
-                    *_SUB_COLUMNS,
-                )
-                .join(s, s.c.id == d.c.subscription_id)
-                .where(d.c.id.in_(ids))
-            )
-            rows = (await conn.execute(query)).mappings().all()
-        return [
-            ClaimedDelivery(
-                id=r["d_id"],
-                tenant_id=r["tenant_id"],
-                event_type=r["event_type"],
-                body=bytes(r["body"]),
-                attempt_count=r["attempt_count"],
-                round_attempts=r["round_attempts"],
-                round_started_at=r["round_started_at"],
-                subscription=_sub(r),
-            )
-            for r in rows
-        ]
-
-    async def complete_deliveries(
-        self, outcomes: Sequence[DeliveryOutcome], health: Sequence[HealthUpdate], now: datetime
-    ) -> None:
-        if not outcomes and not health:
-            return
-        d = webhook_deliveries
-        async with self.engine.begin() as conn:
-            if outcomes:
-                await conn.execute(
-                    insert(delivery_attempts),
-                    [{"delivery_id": o.delivery_id, **o.attempt.__dict__} for o in outcomes],
-                )
-            if outcomes:
-                # One executemany for the batch: per-row round trips dominate otherwise.
-                await conn.execute(
-                    update(d)
-                    .where(d.c.id == bindparam("b_id"))
-                    .values(
-                        status=bindparam("b_status"),
-                        attempt_count=d.c.attempt_count + 1,
-                        round_attempts=d.c.round_attempts + 1,
-                        round_started_at=bindparam("b_round_started_at"),
-                        next_attempt_at=bindparam("b_next_attempt_at"),
-                        locked_until=None,
-                        last_error=bindparam("b_last_error"),
-                        updated_at=now,
-                        finished_at=bindparam("b_finished_at"),
-                    ),
-                    [
-                        {
-                            "b_id": o.delivery_id,
-                            "b_status": str(o.status),
-                            "b_round_started_at": o.round_started_at,
-                            "b_next_attempt_at": o.next_attempt_at,
-                            "b_last_error": o.last_error,
-                            "b_finished_at": now if o.status in _TERMINAL else None,
-                        }
-                        for o in outcomes
-                    ],
-                )
-            for h in health:
-                values: dict[str, Any] = {
-                    "failing_since": h.failing_since,
-                    "consecutive_failures": h.consecutive_failures,
-                }
-                if h.disable:
-                    values.update(enabled=False, disabled_reason="endpoint_failing", updated_at=now)
-                await conn.execute(
-                    update(subscriptions)
-                    .where(subscriptions.c.id == h.subscription_id)
-                    .values(**values)
-                )
 
     # -- delivery log -------------------------------------------------------------------------
 
@@ -414,7 +306,8 @@ class SqlNotificationStore:
                     round_attempts=0,
                     round_started_at=None,
                     next_attempt_at=now,
-                    locked_until=None,
+                    lease_owner=None,
+                    lease_expires_at=None,
                     updated_at=now,
                     finished_at=None,
                 )

@@ -65,7 +65,10 @@ webhook_deliveries = Table(
     Column("round_attempts", Integer, nullable=False),
     Column("round_started_at", UTCDateTime, nullable=True),
     Column("next_attempt_at", UTCDateTime, nullable=True),
-    Column("locked_until", UTCDateTime, nullable=True),
+    # The lease of the dispatcher claim attempting it (migration 0003): only the owner's
+    # completion is written; an expired lease can be claimed by another dispatcher.
+    Column("lease_owner", String(80), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("last_error", Text, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),

@@ -15,6 +15,7 @@ the tenant is alerted (in-app and email). Any success clears the streak. Re-enab
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -58,7 +59,42 @@ class EndpointHealth:
     consecutive_failures: int
 
 
-def record_attempt(health: EndpointHealth, ok: bool, now: datetime) -> EndpointHealth:
-    if ok:
-        return EndpointHealth(None, 0)
-    return EndpointHealth(health.failing_since or now, health.consecutive_failures + 1)
+@dataclass(frozen=True)
+class StreakChange:
+    """What a group of attempts to one endpoint does to its streak, whatever the streak was:
+    `failures` failed attempts after the group's last success (all of them if none succeeded),
+    the first of them at `first_failure_at`; `restarts` when a success in the group ended any
+    earlier streak (the count starts over instead of adding up)."""
+
+    subscription_id: str
+    failures: int
+    first_failure_at: datetime | None
+    restarts: bool
+
+    @property
+    def clears(self) -> bool:
+        """The group ends on a success: the endpoint is healthy."""
+        return self.restarts and self.failures == 0
+
+    def applied_to(self, prior: EndpointHealth) -> EndpointHealth:
+        if self.restarts:
+            return EndpointHealth(self.first_failure_at, self.failures)
+        return EndpointHealth(
+            prior.failing_since or self.first_failure_at,
+            prior.consecutive_failures + self.failures,
+        )
+
+
+def streak_changes(attempts: Iterable[tuple[str, bool, datetime]]) -> list[StreakChange]:
+    """Per endpoint (subscription id), the change made by its `(id, ok, started_at)` attempts,
+    applied in start order."""
+    changes: dict[str, StreakChange] = {}
+    for sub_id, ok, started_at in sorted(attempts, key=lambda a: a[2]):
+        c = changes.get(sub_id) or StreakChange(sub_id, 0, None, False)
+        if ok:
+            changes[sub_id] = StreakChange(sub_id, 0, None, True)
+        else:
+            changes[sub_id] = StreakChange(
+                sub_id, c.failures + 1, c.first_failure_at or started_at, c.restarts
+            )
+    return list(changes.values())

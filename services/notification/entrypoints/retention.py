@@ -1,13 +1,10 @@
-"""The retention step of `notification serve` (service_layer/retention.py), shaped for
-`workers.run_forever`: it runs a bounded pass when one is due (every
-NOTIFICATION_RETENTION_INTERVAL_SECONDS, about a second apart while a backlog remains) and
-otherwise returns at once. A failing pass raises, so run_forever logs it and backs off; the pass
-stays due. Deleted rows are counted in `notification_retention_deleted_total{table}`."""
+"""The retention worker of `notification serve` (service_layer/retention.py): a bounded pass
+every NOTIFICATION_RETENTION_INTERVAL_SECONDS, about a second apart while a backlog remains.
+Deleted rows are counted in `notification_retention_deleted_total{table}`."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -20,6 +17,7 @@ from notification.service_layer.retention import (
     RetentionStore,
     prune_once,
 )
+from servicekit.worker import WorkerLoop
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +26,7 @@ RETENTION_DELETED = Counter(
 )
 BACKLOG_PAUSE_SECONDS = 1.0
 FIRST_PASS_DELAY_SECONDS = 30.0  # start-up (migrations, consumers) goes first
+MAX_RETRY_SECONDS = 30.0  # a failed pass (database down) is tried again at least this often
 
 
 def retention_policy(settings: NotificationSettings) -> RetentionPolicy:
@@ -38,7 +37,12 @@ def retention_policy(settings: NotificationSettings) -> RetentionPolicy:
     )
 
 
-class RetentionStep:
+class RetentionWorker:
+    """The retention loop (a servicekit `WorkerLoop`): the first pass after
+    `first_pass_delay_seconds` (at most one interval), then one every `interval_seconds`, about
+    a second apart while a backlog remains. A failing pass is logged and tried again after a
+    backoff (at most MAX_RETRY_SECONDS)."""
+
     def __init__(
         self,
         store: RetentionStore,
@@ -47,26 +51,33 @@ class RetentionStep:
         *,
         interval_seconds: float,
         first_pass_delay_seconds: float = FIRST_PASS_DELAY_SECONDS,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.policy = policy
         self.clock = clock
         self.interval_seconds = interval_seconds
-        self._monotonic = monotonic
-        self._due = monotonic() + min(first_pass_delay_seconds, interval_seconds)
         self.last_report: RetentionReport | None = None
+        self.loop = WorkerLoop(
+            "retention",
+            self.step,
+            idle_seconds=interval_seconds,
+            start_delay_seconds=min(first_pass_delay_seconds, interval_seconds),
+            backoff_initial_seconds=min(BACKLOG_PAUSE_SECONDS, MAX_RETRY_SECONDS),
+            backoff_max_seconds=MAX_RETRY_SECONDS,
+            outage="pass failed",
+            logger=log,
+        )
 
-    async def run_once(self) -> int:
-        """0 always: run_forever then waits its idle time before asking again."""
-        if self._monotonic() < self._due:
-            return 0
+    async def run_once(self) -> RetentionReport:
         report = await prune_once(self.store, self.policy, self.clock())
         self.last_report = report
         for table, count in report.deleted.items():
             RETENTION_DELETED.labels(table=table.value).inc(count)
         if report.total:
             log.info("retention: deleted %s", {t.value: n for t, n in report.deleted.items()})
-        pause = BACKLOG_PAUSE_SECONDS if report.more else self.interval_seconds
-        self._due = self._monotonic() + pause
-        return 0
+        return report
+
+    async def step(self) -> float:
+        """One pass; returns the pause before the next one."""
+        report = await self.run_once()
+        return BACKLOG_PAUSE_SECONDS if report.more else self.interval_seconds

@@ -12,7 +12,6 @@ and passes the process's shared `InProcessBus`:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections.abc import Callable
@@ -28,17 +27,19 @@ from notification.adapters.retention_store import SqlRetentionStore
 from notification.bootstrap import ConfigError, Container, bootstrap, utc_now
 from notification.config import NotificationSettings
 from notification.entrypoints.api.app import create_app
-from notification.entrypoints.retention import RetentionStep, retention_policy
-from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker, run_forever
+from notification.entrypoints.retention import RetentionWorker, retention_policy
+from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
+from servicekit.worker import WorkerGroup, WorkerLoop, busy_or_idle
 
 log = logging.getLogger(__name__)
 
 # Same file name as the scheduler's dev key, so `scheduler token` tokens work here in dev.
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 STOP_TIMEOUT_SECONDS = 10.0
+MAX_BACKOFF_SECONDS = 30.0  # a consumer or the email sender retries at least this often
 
 
 def resolve_auth_settings(settings: NotificationSettings) -> AuthSettings:
@@ -67,14 +68,14 @@ class NotificationApp:
         self.asgi_app = asgi_app
         self.events = events
         self.requests = requests
-        self.retention = RetentionStep(
+        self.retention = RetentionWorker(
             SqlRetentionStore(container.engine),
             retention_policy(container.settings),
             container.clock,
             interval_seconds=container.settings.retention_interval_seconds,
         )
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: WorkerGroup | None = None
+        self._workers_task: asyncio.Task[None] | None = None
         self._started = False
 
     async def start(self, *, run_workers: bool = True) -> None:
@@ -89,28 +90,34 @@ class NotificationApp:
             return
         idle = settings.poll_interval_seconds
         c = self.container
-        loops = {
+        workers = WorkerGroup(logger=log)
+        steps = {
             "fanout": lambda: self.events.run_once(timeout_seconds=idle),
             "alert-requests": lambda: self.requests.run_once(timeout_seconds=idle),
-            "dispatcher": c.dispatcher.run_once,
             "email": lambda: c.alerts.send_due_emails(c.mailer),
-            "retention": self.retention.run_once,
         }
-        self._tasks = [
-            asyncio.create_task(run_forever(name, step, self._stop, idle), name=name)
-            for name, step in loops.items()
-        ]
+        for name, step in steps.items():
+            workers.add_loop(
+                WorkerLoop(
+                    name,
+                    busy_or_idle(step),
+                    idle_seconds=idle,
+                    backoff_initial_seconds=min(2 * idle, MAX_BACKOFF_SECONDS),
+                    backoff_max_seconds=MAX_BACKOFF_SECONDS,
+                    logger=log,
+                )
+            )
+        workers.add_loop(self.retention.loop)
+        # Stop claiming, finish or release what is in flight, write what finished.
+        workers.add("dispatcher", c.dispatcher.run, drain=c.dispatcher.stop)
+        self._workers = workers
+        self._workers_task = asyncio.create_task(workers.run(), name="workers")
 
     async def stop(self) -> None:
-        self._stop.set()
-        if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._tasks = []
+        if self._workers is not None and self._workers_task is not None:
+            await self._workers.stop(STOP_TIMEOUT_SECONDS)
+            await asyncio.gather(self._workers_task, return_exceptions=True)
+            self._workers = self._workers_task = None
         if self._started:
             await self.events.consumer.stop()
             await self.requests.consumer.stop()

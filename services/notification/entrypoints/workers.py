@@ -1,14 +1,11 @@
-"""Background loops: the two consumers (events fan-out, alert requests), the dispatcher and the
-email sender. Each `run_once` does one bounded step; `run_forever` repeats it until stopped,
-waiting `idle_seconds` (or the stop signal) only when a step found nothing to do."""
+"""The two consumers (events fan-out, alert requests). Each `run_once` does one bounded step and
+returns how many records it handled; runtime.py runs it in a servicekit `WorkerLoop`."""
 
 from __future__ import annotations
 
 import abc
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from prometheus_client import Counter
@@ -108,29 +105,3 @@ class AlertRequestWorker(_BatchConsumerWorker):
 def _parse_alert_request(record: Record) -> AlertRequest:
     position = f"{record.topic}:{record.partition}:{record.offset}"
     return parse_alert_request(decode(record.value, require_envelope=False), position)
-
-
-async def run_forever(
-    name: str,
-    step: Callable[[], Awaitable[int]],
-    stop: asyncio.Event,
-    idle_seconds: float,
-    max_backoff_seconds: float = 30.0,
-) -> None:
-    """Repeat `step` until `stop` is set. A failing step is logged and retried with a growing
-    pause (capped), so a database or broker outage neither spins nor kills the loop."""
-    failures = 0
-    while not stop.is_set():
-        try:
-            done = await step()
-            failures = 0
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            failures += 1
-            log.exception("worker step failed", extra={"worker": name, "failures": failures})
-            done = 0
-        if done == 0 or failures:
-            pause = min(idle_seconds * (2 ** min(failures, 10)), max_backoff_seconds)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause if failures else idle_seconds)

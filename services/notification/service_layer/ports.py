@@ -13,6 +13,7 @@ from datetime import datetime
 from email.message import EmailMessage
 from typing import Any, Protocol
 
+from notification.domain.deliveries import EndpointHealth
 from servicekit.pagination import Cursor
 
 Clock = Callable[[], datetime]
@@ -76,7 +77,7 @@ class NewDelivery:
 
 @dataclass(frozen=True)
 class ClaimedDelivery:
-    """A due delivery leased to one dispatcher, with what it takes to send it."""
+    """A due delivery leased to one dispatcher claim, with what it takes to send it."""
 
     id: str
     tenant_id: str
@@ -89,9 +90,15 @@ class ClaimedDelivery:
 
 
 @dataclass(frozen=True)
-class DeliveryOutcome:
+class DeliveryCompletion:
+    """One finished attempt of a delivery claimed under the lease `owner`, and the state it
+    leaves the delivery in. Written only while that lease is still the delivery's."""
+
     delivery_id: str
+    subscription_id: str
+    owner: str
     attempt: AttemptRecord
+    ok: bool
     status: str
     next_attempt_at: datetime | None
     round_started_at: datetime
@@ -99,11 +106,11 @@ class DeliveryOutcome:
 
 
 @dataclass(frozen=True)
-class HealthUpdate:
-    subscription_id: str
-    failing_since: datetime | None
-    consecutive_failures: int
-    disable: bool
+class CompletionReport:
+    written: set[str]
+    """Deliveries whose completion was written; the others had lost their lease (dropped)."""
+    failing: dict[str, EndpointHealth]
+    """The streak of each endpoint whose last written attempt failed, after this write."""
 
 
 @dataclass(frozen=True)
@@ -156,14 +163,6 @@ class NotificationStore(Protocol):
     async def enabled_subscriptions(self, tenant_ids: set[str]) -> list[SubscriptionRecord]: ...
     async def insert_deliveries(self, rows: Sequence[NewDelivery], now: datetime) -> int: ...
 
-    # dispatch
-    async def claim_due_deliveries(
-        self, now: datetime, limit: int, lease_seconds: float
-    ) -> list[ClaimedDelivery]: ...
-    async def complete_deliveries(
-        self, outcomes: Sequence[DeliveryOutcome], health: Sequence[HealthUpdate], now: datetime
-    ) -> None: ...
-
     # delivery log
     async def list_deliveries(
         self, tenant_id: str, sub_id: str, limit: int, after: Cursor | None
@@ -204,6 +203,25 @@ class NotificationStore(Protocol):
         next_attempt_at: datetime | None,
         now: datetime,
     ) -> None: ...
+
+
+class DeliveryStore(Protocol):
+    """The dispatcher's side of `webhook_deliveries` (adapters/delivery_store.py). Leases:
+    acquire, extend, release; a completion is a compare-and-set on the lease it was made under."""
+
+    async def acquire_due_deliveries(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[ClaimedDelivery]: ...
+    async def extend_delivery_leases(
+        self, leases: Sequence[tuple[str, str]], until: datetime
+    ) -> int: ...
+    async def release_deliveries(self, leases: Sequence[tuple[str, str]], now: datetime) -> int: ...
+    async def complete_deliveries(
+        self, completions: Sequence[DeliveryCompletion], now: datetime
+    ) -> CompletionReport: ...
+    async def disable_subscriptions(
+        self, sub_ids: Sequence[str], reason: str, now: datetime
+    ) -> list[SubscriptionRecord]: ...
 
 
 class Mailer(Protocol):

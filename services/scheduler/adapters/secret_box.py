@@ -38,7 +38,3 @@ class SecretBox:
 
     def decrypt(self, stored: str, *, associated: str) -> str:
         return self._box.decrypt(stored, associated.encode())
-
-    def needs_reencryption(self, stored: str) -> bool:
-        """True when the row was written under an older key (for a background re-encrypt)."""
-        return self._box.needs_reencrypt(stored)

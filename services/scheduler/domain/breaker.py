@@ -8,17 +8,25 @@ Counting, by the order in which runs *finish* (the order the service layer appli
   quota and suspension say nothing about whether the endpoint works);
 - resuming the schedule resets to zero (`after_resume`).
 
-`trip` is True whenever a failure leaves the count at or above the threshold; the service layer
-pauses the schedule (and emits `schedule.paused`) only if it is still active, in the same
-transaction as the run that tripped it, so a straggler failure after the pause is harmless.
+`trip` is True whenever a failure leaves the count at or above the threshold;
+`count_finished_run` applies one run to a Schedule and says whether to pause it now (only if
+it is still active and live, so a straggler failure after the pause is harmless). The service
+layer (service_layer/breaker.py) pauses it through the one pause path, with `breaker_alert`, in
+the same transaction as the run that tripped it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from scheduler.domain.policies import BREAKER_THRESHOLD_RANGE
-from scheduler.domain.run import RunStatus
+from scheduler.domain.alerts import TEMPLATE_AUTO_PAUSED, alert_request
+from scheduler.domain.events import DomainEvent
+from scheduler.domain.ids import stable_id
+from scheduler.domain.policies import BREAKER_THRESHOLD_RANGE, ScheduleState
+from scheduler.domain.run import Attempt, RunStatus
+from scheduler.domain.schedule import Schedule
 
 PAUSED_REASON_BREAKER = "breaker"
 
@@ -67,3 +75,44 @@ def after_run_finished(
 def after_resume() -> BreakerState:
     """Resume (by the tenant or an operator) starts counting afresh."""
     return BreakerState(0)
+
+
+def count_finished_run(schedule: Schedule, run_status: RunStatus) -> bool:
+    """Apply one finished run to the schedule's count; True when the breaker trips a schedule
+    that is still active and live (the caller pauses it with PAUSED_REASON_BREAKER)."""
+    decision = after_run_finished(
+        BreakerState(schedule.consecutive_failures),
+        run_status,
+        schedule.breaker.failure_threshold,
+    )
+    schedule.consecutive_failures = decision.consecutive_failures
+    return decision.trip and schedule.state is ScheduleState.ACTIVE and not schedule.is_deleted
+
+
+def last_error(attempts: Sequence[Attempt]) -> str:
+    """What the alert says went wrong: the last attempt's error kind and message."""
+    if not attempts:
+        return "unknown"
+    last = attempts[-1]
+    text = last.error_kind or "error"
+    if last.error_message:
+        text = f"{text}: {last.error_message}"
+    return text
+
+
+def breaker_alert(schedule: Schedule, error: str, now: datetime) -> DomainEvent:
+    """The alert request of a breaker pause; call it after pausing (the paused version names
+    the pause, so one pause alerts once)."""
+    return alert_request(
+        id=stable_id("evt", schedule.id, "auto_paused", str(schedule.version)),
+        tenant_id=schedule.tenant_id,
+        schedule_id=schedule.id,
+        template=TEMPLATE_AUTO_PAUSED,
+        data={
+            "schedule_id": schedule.id,
+            "schedule_name": schedule.name,
+            "last_error": error,
+            "runs_path": f"/v1/schedules/{schedule.id}/runs",
+        },
+        now=now,
+    )

@@ -25,7 +25,7 @@ A day far (> _SPAN_MARGIN) from any offset transition maps all its minutes with 
 only days near a transition use the per-minute fold logic above. Transitions come from a cached
 per-zone, per-decade table built by probing the offset once a day (zoneinfo exposes no
 transition list); see the constants below for what that relies on, and
-tests/scheduler/domain/test_occurrences_tzdata.py for the check against tzdata itself.
+tests/scheduler/schedules/test_occurrences_tzdata.py for the check against tzdata itself.
 
 Historical local mean time offsets with seconds (before ~1970 in most zones) are handled, but
 their occurrences are at whole *local* minutes, so the instants are not whole UTC minutes.

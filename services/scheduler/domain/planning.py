@@ -1,7 +1,7 @@
 """Planning: which occurrences of one schedule become runs in one planner pass (DESIGN.md §6).
 
 Pure: `plan_occurrences` takes the schedule's plan state, `now` and the occurrence function and
-returns a `PlanningDecision`; the planner worker inserts `decision.runs(...)` and stores
+returns a `PlanningDecision`; the planner inserts one run per occurrence (`to_run`) and stores
 `decision.next_run_at` in the same transaction. The unique key (schedule_id, scheduled_for) makes
 a second run for an occurrence impossible; this function makes it unnecessary: it only
 materialises occurrences at or after the stored `next_run_at` and moves `next_run_at` strictly
@@ -43,7 +43,10 @@ from typing import Any
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
 
-DEFAULT_LOOKAHEAD = timedelta(seconds=5)  # plan slightly ahead so dispatch can start on time
+# The one default of how far ahead the planner materialises runs (PlanningSettings and
+# SCHEDULER_PLANNER_LOOKAHEAD_SECONDS default to it): runs exist before they are due, so dispatch
+# starts on time.
+DEFAULT_LOOKAHEAD = timedelta(seconds=60)
 DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)  # later than this, an occurrence counts as missed
 DEFAULT_MAX_PER_PASS = 1000  # rows per schedule per transaction; more_due says "plan again"
 MAX_LOOKAHEAD = timedelta(hours=1)  # beyond this, planned-ahead runs would pile up needlessly
@@ -111,13 +114,6 @@ class PlanningDecision:
     @property
     def pending_count(self) -> int:
         return sum(1 for o in self.occurrences if o.status is RunStatus.PENDING)
-
-    def runs(self, *, tenant_id: str, schedule_id: str, now: datetime) -> list[Run]:
-        """The Run aggregates to insert, in occurrence order."""
-        return [
-            o.to_run(tenant_id=tenant_id, schedule_id=schedule_id, now=now)
-            for o in self.occurrences
-        ]
 
 
 def _aware(name: str, value: datetime) -> None:

@@ -5,15 +5,16 @@ State machine (anything else raises `IllegalTransition`):
 
     Run.planned            -> pending
     Run.skipped            -> skipped (misfire, overlap, tenant_suspended, quota at plan time)
-    pending   --claim          -> in_progress   (only once scheduled_for <= now)
-    retrying  --claim          -> in_progress   (only once next_attempt_at <= now)
-    in_progress(lease expired) --claim -> in_progress under the new owner (its worker died)
+    pending   --acquire        -> in_progress   (only once scheduled_for <= now)
+    retrying  --acquire        -> in_progress   (only once next_attempt_at <= now)
+    in_progress(lease expired) --acquire -> in_progress under the new owner (its worker died)
     in_progress --record_attempt -> succeeded | retrying | failed (failed = dead letter)
     in_progress --release      -> pending (no attempt yet) | retrying (due now)
     pending | retrying | in_progress(owner) --skip -> skipped
     succeeded, failed, skipped: terminal.
 
-Leases: `claim(owner, now, lease_seconds)` writes `lease_owner` and `lease_expires_at`. Every later
+Leases: acquiring is set-based SQL (the runs repository's `acquire_due_runs` and
+`extend_run_leases`): it writes `lease_owner` and `lease_expires_at`. Every later
 write by a worker names its `owner` and is refused (`LeaseLost`) unless the run is still
 in_progress under that owner, so a worker whose lease expired and was taken over cannot overwrite
 the new holder's result. Use a fresh owner token per claim (e.g. worker id + `new_id("lse")`),
@@ -23,7 +24,7 @@ AND lease_owner = :owner`) and treat 0 rows as `LeaseLost`.
 
 Dispatch index: a pending run has `next_attempt_at = scheduled_for` and a retrying run the time of
 its next attempt, so "due" is `status IN ('pending', 'retrying') AND next_attempt_at <= now` plus
-`status = 'in_progress' AND lease_expires_at <= now` (see `is_claimable`).
+`status = 'in_progress' AND lease_expires_at <= now`.
 
 Events: a run that reaches succeeded or failed records `schedule.run.succeeded` /
 `schedule.run.failed` in `events`; attempts made by a transition go to `new_attempts`. The unit
@@ -41,10 +42,6 @@ from typing import Any
 
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.ids import new_id, stable_id
-
-RESPONSE_EXCERPT_MAX_BYTES = 1024  # DESIGN.md: the stored excerpt is bounded to 1 KiB
-ERROR_MESSAGE_MAX_CHARS = 500  # enough for a resolver or TLS message; bounded per attempt row
-MAX_LEASE_SECONDS = 3600.0  # a lease longer than an hour would hide a dead worker for too long
 
 RUN_SUCCEEDED = "schedule.run.succeeded"
 RUN_FAILED = "schedule.run.failed"
@@ -114,18 +111,11 @@ def _aware(name: str, value: datetime) -> datetime:
     return value
 
 
-def _truncate_utf8(text: str, max_bytes: int) -> str:
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text
-    # Cut at a byte bound, then drop a partial trailing character.
-    return raw[:max_bytes].decode("utf-8", errors="ignore")
-
-
 @dataclass(frozen=True)
 class AttemptOutcome:
-    """What one delivery attempt produced, built by the service layer from webhookdeliver's result
-    (the domain does not import webhookdeliver). Oversized text is truncated, not refused.
+    """What one delivery attempt produced. Its text arrives bounded: the performers build it
+    through `webhookdeliver`'s attempt bounds (the one owner of them; the domain does not import
+    webhookdeliver).
 
     `retryable` is the mechanism's verdict (network error, timeout, 408, 429, 5xx);
     `retry_after_seconds` is the receiver's Retry-After, for the caller's backoff computation.
@@ -149,12 +139,6 @@ class AttemptOutcome:
             raise ValueError("a successful attempt has no error_kind")
         if not self.ok and self.error_kind is None:
             raise ValueError("a failed attempt needs an error_kind")
-        if self.response_excerpt is not None:
-            excerpt = _truncate_utf8(self.response_excerpt, RESPONSE_EXCERPT_MAX_BYTES)
-            object.__setattr__(self, "response_excerpt", excerpt)
-        if self.error_message is not None and len(self.error_message) > ERROR_MESSAGE_MAX_CHARS:
-            msg = self.error_message[: ERROR_MESSAGE_MAX_CHARS - 1] + "…"
-            object.__setattr__(self, "error_message", msg)
 
 
 @dataclass(frozen=True)
@@ -253,43 +237,10 @@ class Run:
 
     # ---- queries --------------------------------------------------------------------------
 
-    def is_claimable(self, now: datetime) -> bool:
-        """Pending or retrying and due, or in_progress with an expired lease (its worker died)."""
-        _aware("now", now)
-        if self.status in (RunStatus.PENDING, RunStatus.RETRYING):
-            return self.next_attempt_at is not None and self.next_attempt_at <= now
-        if self.status is RunStatus.IN_PROGRESS:
-            return self.lease_expires_at is None or self.lease_expires_at <= now
-        return False
-
     def holds_lease(self, owner: str) -> bool:
         return self.status is RunStatus.IN_PROGRESS and self.lease_owner == owner
 
     # ---- transitions ----------------------------------------------------------------------
-
-    def claim(self, owner: str, now: datetime, lease_seconds: float) -> None:
-        """Take the run for one attempt until `now + lease_seconds` (must exceed the attempt's
-        timeout). Refused unless `is_claimable(now)`: never before scheduled_for."""
-        if not owner:
-            raise ValueError("owner must be non-empty")
-        if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
-            raise ValueError(f"lease_seconds must be in (0, {MAX_LEASE_SECONDS:g}]")
-        if not self.is_claimable(now):
-            raise IllegalTransition(f"run {self.id} is {self.status} and not claimable now")
-        self.status = RunStatus.IN_PROGRESS
-        self.lease_owner = owner
-        self.lease_expires_at = now + timedelta(seconds=lease_seconds)
-        self.next_attempt_at = None
-        if self.started_at is None:
-            self.started_at = now
-
-    def extend_lease(self, owner: str, now: datetime, lease_seconds: float) -> None:
-        """Push the lease out for a long attempt. Allowed while the owner still holds the run,
-        even just after expiry as long as nobody took it over."""
-        if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
-            raise ValueError(f"lease_seconds must be in (0, {MAX_LEASE_SECONDS:g}]")
-        self._require_lease(owner)
-        self.lease_expires_at = _aware("now", now) + timedelta(seconds=lease_seconds)
 
     def release(self, owner: str, now: datetime) -> None:
         """Give the run back without an attempt (clean shutdown): claimable again at once."""

@@ -2,8 +2,8 @@
 
 `--dev` generates missing keys under ./var (0600) and migrates the database on start; without it
 a missing key refuses start with one line naming it, and migrations are `scheduler migrate`'s job.
-`--role worker` runs the planner, the dispatcher, the outbox relay and the tenant-state consumer
-(plus any `Container.workers`) and serves /healthz, /readyz, /metrics; `api` only the HTTP API;
+`--role worker` runs the planner, the dispatcher, the outbox relay, the tenant-state consumer
+and retention, and serves /healthz, /readyz, /metrics; `api` only the HTTP API;
 `all` (default) both in one process, the API waking the in-process dispatcher on trigger/replay.
 SIGTERM: stop claiming, finish in-flight runs within `--grace` seconds, release the rest, then
 stop.

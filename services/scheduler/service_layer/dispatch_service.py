@@ -8,7 +8,7 @@ A continuous pipeline, never batch-and-wait (so one slow tenant endpoint cannot 
 
 - The claim loop claims up to `claim_batch` runs whenever at least `refill_room` fewer than
   `max_claimed` runs are held (so claims stay large while slots stay busy), tenants taking turns
-  (the store's claim is tenant-fair, and attempts start in tenant round-robin order),
+  (the runs repository's claim is tenant-fair, and attempts start in tenant round-robin order),
   and otherwise sleeps until the earliest due time (probed from the database), a wake-up (the
   in-process planner or the API signal new work) or `idle_poll_seconds` at most (runs inserted by
   other processes). A pending run is due at scheduled_for, so first attempts start within about
@@ -36,7 +36,6 @@ earlier unfinished run `overlap`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -52,10 +51,12 @@ from scheduler.service_layer.run_ports import (
     ActionPerformer,
     DeliverySpec,
     NeverSuspended,
-    RunStore,
     TenantStatus,
 )
 from scheduler.service_layer.settle import Completion, settle_completions
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.errors import is_transient
+from servicekit.worker import Step, WorkerLoop
 from webhookdeliver import BackoffPolicy
 
 log = logging.getLogger("scheduler.dispatcher")
@@ -145,10 +146,10 @@ class _Held:
     task: asyncio.Task[None] | None = None
 
 
-class Dispatcher:
+class RunDispatcher:
     def __init__(
         self,
-        store: RunStore,
+        uows: UnitOfWorkFactory,
         performer: ActionPerformer,
         clock: Clock,
         *,
@@ -158,7 +159,7 @@ class Dispatcher:
         observer: DispatchObserver | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.store = store
+        self.uows = uows
         self.performer = performer
         self.clock = clock
         self.settings = settings or DispatchSettings()
@@ -174,7 +175,13 @@ class Dispatcher:
         self._key_slots: dict[str, asyncio.Semaphore] = {}
         self._key_users: dict[str, int] = {}
         self._stopping = False
+        # The loops of run(); a dispatcher driven step by step (tests) has none.
+        self._claims: WorkerLoop | None = None
+        self._writer: WorkerLoop | None = None
+        self._side_loops: list[WorkerLoop] = []
         self._side_tasks: list[asyncio.Task[None]] = []
+        self._writing: list[Completion] = []  # the writer's batch, kept across a retry
+        self._writer_closing = False
 
     # ---- signals --------------------------------------------------------------------------
 
@@ -197,8 +204,9 @@ class Dispatcher:
         now = self.clock()
         owner = f"{self.worker_id}:{new_id('lse', at=now)}"
         lease_until = now + timedelta(seconds=self.settings.lease_seconds)
-        async with self.store.transaction() as tx:
-            claimed = await tx.claim_due(owner, now, lease_until, asked)
+        async with self.uows() as uow:
+            tx = uow.runs
+            claimed = await tx.acquire_due_runs(owner, now, lease_until, asked)
             if not claimed:
                 return 0, asked
             specs = await tx.delivery_specs([r.schedule_id for r in claimed], now)
@@ -210,7 +218,7 @@ class Dispatcher:
                 and spec.overlap_policy is OverlapPolicy.SKIP
             ]
             overlapped = await tx.earlier_unfinished(candidates)
-            await tx.commit()
+            await uow.commit()
         keys: dict[str, str] = {}  # schedule id -> endpoint key, computed once per claim
         for run in tenant_round_robin(claimed):
             held = _Held(run, owner)
@@ -297,7 +305,7 @@ class Dispatcher:
         return len(batch)
 
     async def _settle(self, batch: list[Completion]) -> None:
-        report = await settle_completions(self.store, batch, self.clock())
+        report = await settle_completions(self.uows, batch, self.clock())
         for c in batch:
             self._held.pop(c.run.id, None)
         if report.lost:
@@ -325,110 +333,126 @@ class Dispatcher:
         if not leases:
             return 0
         until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
-        async with self.store.transaction() as tx:
-            n = await tx.extend_leases(leases, until)
-            await tx.commit()
+        async with self.uows() as uow:
+            n = await uow.runs.extend_run_leases(leases, until)
+            await uow.commit()
         return n
 
     async def next_due_at(self) -> datetime | None:
-        async with self.store.transaction() as tx:
-            return await tx.next_run_due_at()
+        async with self.uows() as uow:
+            return await uow.runs.next_run_due_at()
 
     # ---- the long-running loop ------------------------------------------------------------
 
     async def run(self) -> None:
-        """Loop until `stop()` (or cancellation, which releases like a stop with no grace)."""
+        """Loop until `stop()` or cancellation (which writes nothing more: the leases of what
+        was held expire and those runs are claimed again).
+
+        Three servicekit `WorkerLoop`s: the claim loop (here), the writer and the lease
+        extension (side tasks, ended by `stop()`)."""
+        s = self.settings
+        period = s.lease_seconds / 3
+        self._claims = self._loop(
+            "dispatcher", self._claim_step, idle_seconds=s.idle_poll_seconds, wake=self._wake
+        )
+        self._writer = self._loop("dispatcher writer", self._write_step, idle_seconds=0.0)
+        leases = self._loop(
+            "dispatcher leases", self._extend_step, idle_seconds=period, start_delay=period
+        )
+        self._side_loops = [self._writer, leases]
         self._side_tasks = [
-            asyncio.create_task(self._writer_loop(), name="dispatcher-writer"),
-            asyncio.create_task(self._lease_loop(), name="dispatcher-leases"),
+            asyncio.create_task(self._writer.run(), name="dispatcher-writer"),
+            asyncio.create_task(leases.run(), name="dispatcher-leases"),
         ]
-        delay = self.settings.db_retry_initial_seconds
         try:
-            while not self._stopping:
-                if self.settings.held_limit - len(self._held) < self.settings.refill_room:
-                    await self._sleep(self.settings.idle_poll_seconds)
-                    continue
-                try:
-                    claimed, asked = await self.pump()
-                    if claimed and claimed == asked:
-                        delay = self.settings.db_retry_initial_seconds
-                        continue  # probably more due right now
-                    next_due = await self.next_due_at()
-                    delay = self.settings.db_retry_initial_seconds
-                except Exception as exc:
-                    if not _is_transient(exc):
-                        raise
-                    log.warning("dispatcher: database unavailable (%s); retrying", exc)
-                    await self._sleep(delay)
-                    delay = min(delay * 2, self.settings.db_retry_max_seconds)
-                    continue
-                wait = self.settings.idle_poll_seconds
-                if next_due is not None:
-                    wait = min(wait, max((next_due - self.clock()).total_seconds(), 0.0))
-                if claimed == 0:
-                    # Due but locked by another replica's claim: do not spin while it commits.
-                    wait = max(wait, MIN_IDLE_SECONDS)
-                await self._sleep(wait)
+            if not self._stopping:
+                await self._claims.run()
+        except asyncio.CancelledError:
+            for t in self._side_tasks:  # no stop() will end them
+                t.cancel()
+            raise
         finally:
             self._stopping = True
 
-    async def _sleep(self, seconds: float) -> None:
-        if seconds <= 0 or self._stopping:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
+    def _loop(
+        self,
+        name: str,
+        step: Step,
+        *,
+        idle_seconds: float,
+        start_delay: float = 0.0,
+        wake: asyncio.Event | None = None,
+    ) -> WorkerLoop:
+        return WorkerLoop(
+            name,
+            step,
+            idle_seconds=idle_seconds,
+            start_delay_seconds=start_delay,
+            backoff_initial_seconds=self.settings.db_retry_initial_seconds,
+            backoff_max_seconds=self.settings.db_retry_max_seconds,
+            outage="database unavailable",
+            logger=log,
+            wake=wake,
+        )
 
-    async def _writer_loop(self) -> None:
-        delay = self.settings.db_retry_initial_seconds
-        pending: list[Completion] = []
-        closing = False
-        while True:
-            if not pending:
-                if closing:
-                    return
-                item = await self._queue.get()
-                if item is None:
-                    closing = True
-                    continue
+    async def _claim_step(self) -> float | None:
+        s = self.settings
+        if s.held_limit - len(self._held) < s.refill_room:
+            return s.idle_poll_seconds  # a settle frees capacity and wakes the loop
+        claimed, asked = await self.pump()
+        if claimed and claimed == asked:
+            return 0.0  # probably more due right now
+        next_due = await self.next_due_at()
+        wait = s.idle_poll_seconds
+        if next_due is not None:
+            wait = min(wait, max((next_due - self.clock()).total_seconds(), 0.0))
+        if claimed == 0:
+            # Due but locked by another replica's claim: do not spin while it commits.
+            wait = max(wait, MIN_IDLE_SECONDS)
+        return wait
+
+    async def _write_step(self) -> float | None:
+        """Settle what has accumulated, in one transaction. A transient failure raises (the loop
+        backs off) and keeps the batch for the next step; any other drops it: those leases
+        expire and the runs are redone (at-least-once) rather than wedging the writer forever.
+        The queue's None (from `stop()`) ends the writer once everything before it is written."""
+        pending = self._writing
+        if not pending:
+            if self._writer_closing:
+                if self._writer is not None:
+                    self._writer.stop()
+                return None
+            item = await self._queue.get()
+            if item is None:
+                self._writer_closing = True
+                return 0.0
+            pending.append(item)
+        while not self._queue.empty() and len(pending) < self.settings.write_batch:
+            item = self._queue.get_nowait()
+            if item is None:
+                self._writer_closing = True
+            else:
                 pending.append(item)
-            while not self._queue.empty() and len(pending) < self.settings.write_batch:
-                item = self._queue.get_nowait()
-                if item is None:
-                    closing = True
-                else:
-                    pending.append(item)
-            try:
-                await self._settle(pending)
-                pending = []
-                delay = self.settings.db_retry_initial_seconds
-            except Exception as exc:
-                if not _is_transient(exc):
-                    log.exception("dispatcher writer: cannot settle %d runs", len(pending))
-                    # Not a connectivity problem: drop them; their leases expire and the runs
-                    # are redone (at-least-once) rather than wedging the writer forever.
-                    for c in pending:
-                        self._held.pop(c.run.id, None)
-                    pending = []
-                    continue
-                log.warning("dispatcher writer: database unavailable (%s); retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.settings.db_retry_max_seconds)
+        try:
+            await self._settle(pending)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            log.exception("dispatcher writer: cannot settle %d runs", len(pending))
+            for c in pending:
+                self._held.pop(c.run.id, None)
+        pending.clear()
+        return 0.0
 
-    async def _lease_loop(self) -> None:
-        period = self.settings.lease_seconds / 3
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self.extend_leases_once()
-            except Exception as exc:
-                if not _is_transient(exc):
-                    raise
-                log.warning("dispatcher: cannot extend leases (%s)", exc)
+    async def _extend_step(self) -> float | None:
+        await self.extend_leases_once()
+        return None
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Stop claiming; finish in-flight attempts within the grace; release the rest."""
         self._stopping = True
+        if self._claims is not None:
+            self._claims.stop()
         self._wake.set()
         tasks = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
         if tasks:
@@ -446,8 +470,9 @@ class Dispatcher:
             await self.write_once()  # driven step by step (no run()): flush directly
         else:
             self._queue.put_nowait(None)  # the writer flushes everything before it, then ends
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(writer), max(grace_seconds, 1.0))
+            await asyncio.wait([writer], timeout=max(grace_seconds, 1.0))
+        for loop in self._side_loops:
+            loop.stop()
         for t in self._side_tasks:
             t.cancel()
         await asyncio.gather(*self._side_tasks, return_exceptions=True)
@@ -477,27 +502,3 @@ def _outcome_label(outcome: AttemptOutcome) -> str:
     if outcome.ok:
         return "succeeded"
     return outcome.error_kind or "error"
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """Connectivity and database-availability errors (retry) vs bugs (raise)."""
-    if isinstance(exc, OSError | ConnectionError | TimeoutError):
-        return True
-    name = type(exc).__name__
-    module = type(exc).__module__
-    # sqlalchemy.exc.OperationalError / DBAPIError / InterfaceError, asyncpg connection errors:
-    # matched by name so the service layer needs no driver import.
-    if module.startswith(("sqlalchemy", "asyncpg", "aiosqlite", "sqlite3")):
-        return (
-            name
-            in {
-                "OperationalError",
-                "InterfaceError",
-                "DBAPIError",
-                "TimeoutError",
-                "DisconnectionError",
-            }
-            or "Connection" in name
-            or "CannotConnect" in name
-        )
-    return False

@@ -54,3 +54,11 @@ class QuotaExceeded(ServiceError):
 
 class DuplicateKey(ServiceError):
     """Raised by repositories when a unique key is violated at commit (a concurrent twin won)."""
+
+
+class TenantSuspended(ServiceError):
+    """The tenant is suspended: writes are refused (403 `.../tenant-suspended`); reads work."""
+
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__("the tenant is suspended; schedules can be read but not changed")
+        self.tenant_id = tenant_id

@@ -33,6 +33,7 @@ from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.ids import is_id, stable_id
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionResult, DeliverySpec
+from webhookdeliver import bound_error_message
 
 SCHEDULE_TRIGGERED = "schedule.triggered"
 
@@ -112,7 +113,7 @@ async def perform_event_action(
             started_at=now,
             duration_ms=max(0, round((monotonic() - began) * 1000)),
             error_kind=kind,
-            error_message=message,
+            error_message=bound_error_message(message),
             retryable=kind in (ERROR_BROKER, ERROR_TIMEOUT),
         )
 

@@ -21,6 +21,7 @@ from functools import lru_cache, partial
 
 from scheduler.domain.occurrences import Recurrence
 from scheduler.domain.planning import (
+    DEFAULT_LOOKAHEAD,
     DEFAULT_MAX_PER_PASS,
     DEFAULT_MISFIRE_GRACE,
     PlanningDecision,
@@ -30,7 +31,8 @@ from scheduler.domain.planning import (
 from scheduler.domain.policies import OverlapPolicy
 from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.tenant import quota_day, runs_remaining
-from scheduler.service_layer.run_ports import NeverSuspended, RunStore, RunTx, TenantStatus
+from scheduler.service_layer.run_ports import NeverSuspended, RunRepository, TenantStatus
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 
 Clock = Callable[[], datetime]
 DEFAULT_BATCH = 500  # schedules per transaction: bounds lock time and statement size
@@ -60,14 +62,14 @@ class PlanningReport:
 
 @dataclass
 class PlanningSettings:
-    lookahead: timedelta = timedelta(seconds=10)
+    lookahead: timedelta = DEFAULT_LOOKAHEAD
     misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE
     batch: int = DEFAULT_BATCH
     max_per_pass: int = DEFAULT_MAX_PER_PASS
 
 
 async def plan_due(
-    store: RunStore,
+    uows: UnitOfWorkFactory,
     *,
     now: datetime,
     settings: PlanningSettings | None = None,
@@ -76,7 +78,8 @@ async def plan_due(
     """One planning pass at `now`."""
     cfg = settings or PlanningSettings()
     tenant_status = tenants or NeverSuspended()
-    async with store.transaction() as tx:
+    async with uows() as uow:
+        tx = uow.runs
         due = await tx.lock_due_schedules(now + cfg.lookahead, cfg.batch)
         if not due:
             return PlanningReport(0, 0, None, False)
@@ -126,13 +129,13 @@ async def plan_due(
             more_due = more_due or decision.more_due
         inserted = await tx.insert_runs(new_runs)
         await tx.set_next_run_at(updates)
-        await tx.commit()
+        await uow.commit()
     pending = [r.scheduled_for for r in new_runs if r.status is RunStatus.PENDING]
     return PlanningReport(len(due), inserted, min(pending) if pending else None, more_due)
 
 
 class _DailyBudgets:
-    """max_runs_per_day at planning (DESIGN §6, issue 8): each tenant's remaining runs in the UTC
+    """max_runs_per_day at planning (DESIGN §6): each tenant's remaining runs in the UTC
     quota day of `now` and, when the look-ahead crosses midnight, of the next day. A pass plans
     up to the day's end with today's budget, then the rest of the look-ahead with tomorrow's, so
     no run is charged to the wrong day and the planner never stalls before midnight."""
@@ -145,7 +148,7 @@ class _DailyBudgets:
     @classmethod
     async def load(
         cls,
-        tx: RunTx,
+        tx: RunRepository,
         tenants: TenantStatus,
         tenant_ids: list[str],
         now: datetime,
@@ -204,8 +207,8 @@ class _DailyBudgets:
 _EPSILON = timedelta(microseconds=1)
 
 
-async def next_planning_at(store: RunStore, lookahead: timedelta) -> datetime | None:
+async def next_planning_at(uows: UnitOfWorkFactory, lookahead: timedelta) -> datetime | None:
     """When the next pass has work: the earliest next_run_at minus the look-ahead."""
-    async with store.transaction() as tx:
-        due = await tx.next_schedule_due_at()
+    async with uows() as uow:
+        due = await uow.runs.next_schedule_due_at()
     return None if due is None else due - lookahead

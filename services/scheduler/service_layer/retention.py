@@ -22,13 +22,17 @@ workers take disjoint batches; SQLite has one writer.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from servicekit import retention as batching
 from servicekit.retention import PruneStep, check_batching, prune_in_batches
+
+if TYPE_CHECKING:
+    from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 
 
 class RetainedTable(StrEnum):
@@ -63,8 +67,9 @@ Deleted = batching.Deleted[RetainedTable]
 a schedule's keys)."""
 
 
-class RetentionStore(Protocol):
-    """One call = one batch in one transaction, at most `limit` rows of its table."""
+class RetentionRepository(Protocol):
+    """The unit of work's `retention`: one call = one batch, at most `limit` rows of its table
+    (`prune_once` gives each batch a transaction of its own)."""
 
     async def delete_terminal_runs(self, finished_before: datetime, limit: int) -> Deleted: ...
 
@@ -78,23 +83,47 @@ class RetentionStore(Protocol):
 RetentionReport = batching.RetentionReport[RetainedTable]
 
 
+Batch = Callable[[RetentionRepository, datetime, int], Awaitable[Deleted]]
+
+
+def _in_own_transaction(
+    uows: UnitOfWorkFactory, batch: Batch
+) -> Callable[[datetime, int], Awaitable[Deleted]]:
+    async def one_batch(cutoff: datetime, limit: int) -> Deleted:
+        async with uows() as uow:
+            deleted = await batch(uow.retention, cutoff, limit)
+            await uow.commit()
+        return deleted
+
+    return one_batch
+
+
 async def prune_once(
-    store: RetentionStore, policy: RetentionPolicy, now: datetime
+    uows: UnitOfWorkFactory, policy: RetentionPolicy, now: datetime
 ) -> RetentionReport:
-    """One bounded pass over every table. Runs go before schedules, so a deleted schedule whose
-    last runs expire in this pass is purged in the same pass."""
+    """One bounded pass over every table, each batch in a transaction of its own. Runs go before
+    schedules, so a deleted schedule whose last runs expire in this pass is purged in the same
+    pass."""
     run_cutoff = now - policy.run_retention
     steps = [
-        PruneStep(RetainedTable.RUNS, store.delete_terminal_runs, run_cutoff),
-        PruneStep(RetainedTable.SCHEDULES, store.purge_deleted_schedules, run_cutoff),
+        PruneStep(
+            RetainedTable.RUNS,
+            _in_own_transaction(uows, lambda r, c, n: r.delete_terminal_runs(c, n)),
+            run_cutoff,
+        ),
+        PruneStep(
+            RetainedTable.SCHEDULES,
+            _in_own_transaction(uows, lambda r, c, n: r.purge_deleted_schedules(c, n)),
+            run_cutoff,
+        ),
         PruneStep(
             RetainedTable.IDEMPOTENCY_KEYS,
-            store.delete_idempotency_keys,
+            _in_own_transaction(uows, lambda r, c, n: r.delete_idempotency_keys(c, n)),
             now - policy.idempotency_ttl,
         ),
         PruneStep(
             RetainedTable.PROCESSED_EVENTS,
-            store.delete_processed_events,
+            _in_own_transaction(uows, lambda r, c, n: r.delete_processed_events(c, n)),
             now - policy.processed_events_retention,
         ),
     ]

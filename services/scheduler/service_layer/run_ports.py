@@ -1,4 +1,5 @@
-"""Ports for the run workers and the runs API: one transactional store with set-based primitives.
+"""The runs repository of the unit of work (service_layer/unit_of_work.py) and what the run
+workers exchange with it: set-based primitives for the planner, the dispatcher and the runs API.
 
 The hot path (plan, claim, settle) is batched: every primitive takes or returns many rows, so one
 transaction serves a whole group (one-row-per-transaction is 17-19x slower on PostgreSQL).
@@ -9,20 +10,20 @@ Contract every implementation keeps:
   "already planned" and is not an error.
 - `lock_due_schedules` hands each due schedule to one planner at a time (PostgreSQL: FOR UPDATE
   SKIP LOCKED; SQLite: one writer).
-- `claim_due` moves up to `limit` claimable runs to in_progress under `owner` until
-  `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); it is the SQL
-  twin of `Run.claim` (a pending run has next_attempt_at = scheduled_for, so never early).
+- `acquire_due_runs` moves up to `limit` claimable runs to in_progress under `owner` until
+  `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); a pending run
+  has next_attempt_at = scheduled_for, so it is never acquired early.
 - `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
   events) only while its run is still in_progress under the completion's owner; the others are
   dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one
-  transaction (PostgreSQL: one statement, rows locked in id order).
-- Nothing is visible to others before `commit()`; leaving the block without it rolls back.
+  transaction (PostgreSQL: one statement, rows locked in id order). It is the unit of work's one
+  documented exception to "events become outbox rows at commit": the completions' events go in
+  with the runs they belong to, in the same statement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus
-from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.schedule import Target
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 
 
@@ -88,7 +89,7 @@ class Completion:
         return completion
 
 
-class RunTx(Protocol):
+class RunRepository(Protocol):
     # ---- planner -------------------------------------------------------------------------
     async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]: ...
 
@@ -114,7 +115,7 @@ class RunTx(Protocol):
         ...
 
     # ---- dispatcher ----------------------------------------------------------------------
-    async def claim_due(
+    async def acquire_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]: ...
 
@@ -131,25 +132,13 @@ class RunTx(Protocol):
         state columns (status, attempts, times, lease), insert its attempts and its events
         (outbox, duplicates ignored), in completion order. Returns the ids written; the others
         are dropped (LeaseLost). Then the breaker's all-succeeded case: schedules among whose
-        written runs some succeeded and none failed get `reset_consecutive_failures`."""
+        written runs some succeeded and none failed get consecutive_failures 0, reading and
+        locking only those whose count is not 0 already."""
         ...
 
-    async def lock_schedules(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
-        """Live or deleted schedules by id, locked (ordered by id, so no deadlock)."""
-        ...
-
-    async def reset_consecutive_failures(self, schedule_ids: Sequence[str]) -> None:
-        """Set consecutive_failures to 0 for those of the schedules whose count is not 0,
-        reading and locking only those rows (the breaker's common, all-succeeded case)."""
-        ...
-
-    async def save_breaker(self, schedules: Sequence[Schedule]) -> None:
-        """Store consecutive_failures, state, paused_reason, next_run_at, version, updated_at."""
-        ...
-
-    async def add_events(self, events: Sequence[DomainEvent]) -> None: ...
-
-    async def extend_leases(self, leases: Sequence[tuple[str, str]], until: datetime) -> int: ...
+    async def extend_run_leases(
+        self, leases: Sequence[tuple[str, str]], until: datetime
+    ) -> int: ...
 
     async def next_run_due_at(self) -> datetime | None:
         """The earliest instant a run becomes claimable (due time or lease expiry)."""
@@ -158,8 +147,6 @@ class RunTx(Protocol):
     async def count_due(self, now: datetime) -> int: ...
 
     # ---- API -----------------------------------------------------------------------------
-    async def schedule_for_tenant(self, tenant_id: str, schedule_id: str) -> Schedule | None: ...
-
     async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None: ...
 
     async def list_runs(
@@ -175,12 +162,6 @@ class RunTx(Protocol):
         ...
 
     async def attempts_of(self, run_id: str) -> list[Attempt]: ...
-
-    async def commit(self) -> None: ...
-
-
-class RunStore(Protocol):
-    def transaction(self) -> AbstractAsyncContextManager[RunTx]: ...
 
 
 class TenantStatus(Protocol):
@@ -228,8 +209,7 @@ __all__ = [
     "DeliverySpec",
     "NeverSuspended",
     "RunPageFilter",
-    "RunStore",
-    "RunTx",
+    "RunRepository",
     "ScheduleToPlan",
     "TenantStatus",
 ]

@@ -17,7 +17,8 @@ from typing import Any
 from scheduler.domain.run import Attempt, Run, Trigger
 from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import InvalidInput, NotFound
-from scheduler.service_layer.run_ports import RunPageFilter, RunStore, RunTx
+from scheduler.service_layer.run_ports import RunPageFilter
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 Clock = Callable[[], datetime]
 Wake = Callable[[], None]
@@ -36,21 +37,28 @@ class RunDetail:
 
 
 async def trigger_run(
-    store: RunStore, *, tenant_id: str, schedule_id: str, clock: Clock, wake: Wake | None = None
+    uows: UnitOfWorkFactory,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    clock: Clock,
+    wake: Wake | None = None,
 ) -> Run:
     """Run now, outside the plan (a paused schedule may be triggered: the tenant asked)."""
-    async with store.transaction() as tx:
-        schedule = await tx.schedule_for_tenant(tenant_id, schedule_id)
+    async with uows() as uow:
+        schedule = await uow.schedules.get(tenant_id, schedule_id)
         if schedule is None:
             raise NotFound("schedule", schedule_id)
-        run = await _insert_now(tx, tenant_id, schedule_id, Trigger.MANUAL, schedule.payload, clock)
+        run = await _insert_now(
+            uow, tenant_id, schedule_id, Trigger.MANUAL, schedule.payload, clock
+        )
     if wake is not None:
         wake()
     return run
 
 
 async def replay_run(
-    store: RunStore,
+    uows: UnitOfWorkFactory,
     *,
     tenant_id: str,
     schedule_id: str,
@@ -59,20 +67,22 @@ async def replay_run(
     wake: Wake | None = None,
 ) -> Run:
     """A new run with the replayed run's payload."""
-    async with store.transaction() as tx:
-        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+    async with uows() as uow:
+        if await uow.schedules.get(tenant_id, schedule_id) is None:
             raise NotFound("schedule", schedule_id)
-        original = await tx.get_run(tenant_id, schedule_id, run_id)
+        original = await uow.runs.get_run(tenant_id, schedule_id, run_id)
         if original is None:
             raise NotFound("run", run_id)
-        run = await _insert_now(tx, tenant_id, schedule_id, Trigger.REPLAY, original.payload, clock)
+        run = await _insert_now(
+            uow, tenant_id, schedule_id, Trigger.REPLAY, original.payload, clock
+        )
     if wake is not None:
         wake()
     return run
 
 
 async def _insert_now(
-    tx: RunTx, tenant_id: str, schedule_id: str, trigger: Trigger, payload: Any, clock: Clock
+    uow: UnitOfWork, tenant_id: str, schedule_id: str, trigger: Trigger, payload: Any, clock: Clock
 ) -> Run:
     """A run due now, outside the plan, committed."""
     now = clock()
@@ -84,13 +94,13 @@ async def _insert_now(
         trigger=trigger,
         payload=payload,
     )
-    await tx.insert_runs([run])
-    await tx.commit()
+    await uow.runs.insert_runs([run])
+    await uow.commit()
     return run
 
 
 async def list_runs(
-    store: RunStore,
+    uows: UnitOfWorkFactory,
     *,
     tenant_id: str,
     schedule_id: str,
@@ -103,10 +113,10 @@ async def list_runs(
     if start is not None and end is not None and start > end:
         raise InvalidInput("from", "must not be after 'to'")
     before = decode_cursor(cursor) if cursor else None
-    async with store.transaction() as tx:
-        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+    async with uows() as uow:
+        if await uow.schedules.get(tenant_id, schedule_id) is None:
             raise NotFound("schedule", schedule_id)
-        rows = await tx.list_runs(
+        rows = await uow.runs.list_runs(
             tenant_id, schedule_id, limit=limit + 1, before=before, filters=filters
         )
     items = rows[:limit]
@@ -115,12 +125,14 @@ async def list_runs(
     return RunPage(items, next_cursor)
 
 
-async def get_run(store: RunStore, *, tenant_id: str, schedule_id: str, run_id: str) -> RunDetail:
-    async with store.transaction() as tx:
-        if await tx.schedule_for_tenant(tenant_id, schedule_id) is None:
+async def get_run(
+    uows: UnitOfWorkFactory, *, tenant_id: str, schedule_id: str, run_id: str
+) -> RunDetail:
+    async with uows() as uow:
+        if await uow.schedules.get(tenant_id, schedule_id) is None:
             raise NotFound("schedule", schedule_id)
-        run = await tx.get_run(tenant_id, schedule_id, run_id)
+        run = await uow.runs.get_run(tenant_id, schedule_id, run_id)
         if run is None:
             raise NotFound("run", run_id)
-        attempts = await tx.attempts_of(run.id)
+        attempts = await uow.runs.attempts_of(run.id)
     return RunDetail(run, attempts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +31,8 @@ from scheduler.service_layer.errors import (
     QuotaExceeded,
     VersionMismatch,
 )
-from scheduler.service_layer.tenant_state import check_definition, check_resume
+from scheduler.service_layer.pausing import pause
+from scheduler.service_layer.quota import check_definition, check_resume
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
 
 Clock = Callable[[], datetime]
@@ -40,17 +41,8 @@ SecretFactory = Callable[[], str]
 MAX_OCCURRENCES_PREVIEW = 100
 
 
-@dataclass(frozen=True)
-class TenantLimits:
-    """A tenant's limits (DESIGN §9); the tenants step feeds entitlements events in here."""
-
-    max_schedules: int = 100
-    min_interval_seconds: int = 60
-    max_runs_per_day: int = 10_000
-    max_payload_bytes: int = 65_536
-
-
-LimitsProvider = Callable[[str], TenantLimits]
+LimitsProvider = Callable[[str], Entitlements]
+"""A tenant's effective limits (the tenant projection cache's `entitlements`)."""
 
 
 @dataclass(frozen=True)
@@ -95,12 +87,8 @@ def parse_recurrence(cron: str, timezone: str) -> Recurrence:
         raise InvalidInput("timezone" if exc.field == "timezone" else "cron", str(exc)) from None
 
 
-def _entitlements(limits: TenantLimits) -> Entitlements:
-    return Entitlements(**asdict(limits))
-
-
 def _check_rules(
-    spec: ScheduleSpec, recurrence: Recurrence, limits: TenantLimits, now: datetime
+    spec: ScheduleSpec, recurrence: Recurrence, limits: Entitlements, now: datetime
 ) -> None:
     """Cross-field and policy rules the request shape cannot express."""
     if spec.action is Action.WEBHOOK and spec.target is None:
@@ -111,7 +99,7 @@ def _check_rules(
         raise InvalidInput(f"retry_policy.{name}", reason)
     for name, reason in spec.breaker.problems():
         raise InvalidInput(f"breaker.{name}", reason)
-    check_definition(_entitlements(limits), recurrence=recurrence, payload=spec.payload, since=now)
+    check_definition(limits, recurrence=recurrence, payload=spec.payload, since=now)
 
 
 def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
@@ -151,7 +139,7 @@ async def create_schedule(
     tenant_id: str,
     clock: Clock,
     new_secret: SecretFactory,
-    limits: TenantLimits,
+    limits: Entitlements,
     idempotency_key: str | None = None,
     body_hash: str | None = None,
 ) -> Created:
@@ -186,7 +174,7 @@ async def _create_once(
     tenant_id: str,
     clock: Clock,
     new_secret: SecretFactory,
-    limits: TenantLimits,
+    limits: Entitlements,
     idempotency_key: str | None,
     body_hash: str | None,
 ) -> Created:
@@ -259,7 +247,7 @@ async def update_schedule(
     changes: Mapping[str, Any],
     expected_version: int | None,
     clock: Clock,
-    limits: TenantLimits,
+    limits: Entitlements,
 ) -> Schedule:
     """Partial update. A cron/timezone change recomputes next_run_at from now."""
     async with uow:
@@ -290,9 +278,12 @@ async def pause_schedule(
     expected_version: int | None,
     clock: Clock,
 ) -> Schedule:
-    return await _change(
-        uow, tenant_id, schedule_id, expected_version, lambda s: s.pause(reason, clock())
-    )
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        await pause(uow, schedule, reason, clock())
+        await uow.commit()
+        return schedule
 
 
 async def resume_schedule(
@@ -302,7 +293,7 @@ async def resume_schedule(
     schedule_id: str,
     expected_version: int | None,
     clock: Clock,
-    limits: TenantLimits | None = None,
+    limits: Entitlements | None = None,
 ) -> Schedule:
     """Resume a paused schedule; refused (QuotaExceeded) while the tenant is over max_schedules
     or the schedule itself breaks a limit (e.g. paused by a downgrade)."""
@@ -314,7 +305,7 @@ async def resume_schedule(
             recurrence = parse_recurrence(schedule.cron, schedule.timezone)
             if limits is not None:
                 check_resume(
-                    _entitlements(limits),
+                    limits,
                     live_count=await uow.schedules.count_live(tenant_id),
                     recurrence=recurrence,
                     payload=schedule.payload,
@@ -413,7 +404,6 @@ __all__ = [
     "Page",
     "ScheduleDeleted",
     "ScheduleSpec",
-    "TenantLimits",
     "create_schedule",
     "delete_schedule",
     "get_schedule",

@@ -1,21 +1,26 @@
-"""Ports: repositories and the unit of work (cosmic-python style).
+"""The unit of work: ONE port per scheduler transaction (cosmic-python style), carrying every
+repository of the scheduler database: `schedules`, `idempotency`, `runs` (the set-based
+primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections) and
+`retention` (batch deletes, service_layer/retention.py).
 
 Contract every implementation keeps:
-- Repository methods take the tenant id; another tenant's row is indistinguishable from a missing
-  one (None), and a deleted schedule is missing too.
+- Schedule and idempotency methods take the tenant id; another tenant's row is indistinguishable
+  from a missing one (None), and a deleted schedule is missing too.
 - `ScheduleRepository.save()` writes only when the stored version is the one that was loaded
-  (optimistic concurrency) and raises VersionMismatch otherwise.
-- `UnitOfWork.commit()` writes every DomainEvent collected from the aggregates the repositories
-  returned or added into the outbox, in the same transaction as the state change. Leaving the
-  `async with` block without commit() rolls everything back.
+  (or locked) and raises VersionMismatch otherwise.
+- `UnitOfWork.commit()` is the one place domain events become outbox rows: the events of every
+  aggregate the repositories returned, added or locked, then those given to `add_event()`, in
+  the same transaction as the state change (duplicate event ids are ignored). The settle write
+  (`RunRepository.write_owned`) is the one hot-path exception: it writes its completions'
+  events in its own statement, with the same row builder.
+- Leaving the `async with` block without commit() rolls everything back.
 - A unique-key violation surfaces as service_layer.errors.DuplicateKey.
-(The runs step adds `runs` and `attempts` repositories beside `schedules`.)
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -24,6 +29,9 @@ from typing import Self
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
+from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
+from scheduler.service_layer.retention import RetentionRepository
+from scheduler.service_layer.run_ports import RunRepository
 
 
 @dataclass(frozen=True)
@@ -52,11 +60,21 @@ class ScheduleRepository(abc.ABC):
             self.seen[schedule.id] = schedule
         return schedule
 
+    async def lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
+        """Live or deleted schedules by id (any tenant: the workers' view), locked until commit
+        in id order (so two transactions never deadlock), tracked like `get()`."""
+        locked = await self._lock(schedule_ids)
+        self.seen.update(locked)
+        return locked
+
     @abc.abstractmethod
     async def _add(self, schedule: Schedule, secret: str) -> None: ...
 
     @abc.abstractmethod
     async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None: ...
+
+    @abc.abstractmethod
+    async def _lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]: ...
 
     @abc.abstractmethod
     async def save(self, schedule: Schedule) -> None:
@@ -105,11 +123,57 @@ class IdempotencyRepository(abc.ABC):
     ) -> None: ...
 
 
+class TenantRepository(abc.ABC):
+    """The tenant projections (`tenant_status`, `tenant_entitlements`, `processed_events`).
+
+    `status` / `entitlements` with `lock=True` lock the row until commit (PostgreSQL: FOR
+    UPDATE) so two consumers of one tenant serialise; `insert_*_if_absent` return False when a
+    concurrent writer created the row first (the caller then locks and re-applies).
+    """
+
+    @abc.abstractmethod
+    async def status(self, tenant_id: str, *, lock: bool = False) -> SuspensionState | None: ...
+
+    @abc.abstractmethod
+    async def insert_status_if_absent(
+        self, tenant_id: str, state: SuspensionState, now: datetime
+    ) -> bool: ...
+
+    @abc.abstractmethod
+    async def update_status(
+        self, tenant_id: str, state: SuspensionState, now: datetime
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def entitlements(
+        self, tenant_id: str, *, lock: bool = False
+    ) -> EntitlementsRecord | None: ...
+
+    @abc.abstractmethod
+    async def insert_entitlements_if_absent(
+        self, tenant_id: str, record: EntitlementsRecord, now: datetime
+    ) -> bool: ...
+
+    @abc.abstractmethod
+    async def update_entitlements(
+        self, tenant_id: str, record: EntitlementsRecord, now: datetime
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def mark_processed(self, event_id: str, now: datetime) -> bool:
+        """Record an event id; False if it was already recorded (a duplicate)."""
+
+
 class UnitOfWork(abc.ABC):
     schedules: ScheduleRepository
     idempotency: IdempotencyRepository
+    runs: RunRepository
+    tenants: TenantRepository
+    retention: RetentionRepository
+    _events: list[DomainEvent]
 
     async def __aenter__(self) -> Self:
+        self._events = []
         return self
 
     async def __aexit__(
@@ -120,6 +184,10 @@ class UnitOfWork(abc.ABC):
     ) -> None:
         await self.rollback()
 
+    def add_event(self, event: DomainEvent) -> None:
+        """An event no aggregate records (an alert request), written at commit after theirs."""
+        self._events.append(event)
+
     async def commit(self) -> None:
         await self._commit(self.collect_new_events())
 
@@ -128,6 +196,8 @@ class UnitOfWork(abc.ABC):
         for schedule in self.schedules.seen.values():
             events.extend(schedule.events)
             schedule.events.clear()
+        events.extend(self._events)
+        self._events = []
         return events
 
     @abc.abstractmethod
@@ -136,3 +206,7 @@ class UnitOfWork(abc.ABC):
 
     @abc.abstractmethod
     async def rollback(self) -> None: ...
+
+
+UnitOfWorkFactory = Callable[[], UnitOfWork]
+"""What the API, the workers and the use cases hold: a fresh unit of work per transaction."""

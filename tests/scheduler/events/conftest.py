@@ -13,16 +13,16 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from eventbus import Publisher
-from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.events import OutboxRelay, RelayConfig
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import Action
+from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer.schedules import (
     ScheduleSpec,
-    TenantLimits,
     create_schedule,
     pause_schedule,
     resume_schedule,
@@ -30,7 +30,7 @@ from scheduler.service_layer.schedules import (
 from tests.scheduler.conftest import StepClock
 from tests.support.kafka import kafka_bootstrap, tansu_broker  # noqa: F401  (pytest fixtures)
 
-LIMITS = TenantLimits(max_schedules=10_000)
+LIMITS = Entitlements(max_schedules=10_000)
 
 
 @dataclass
@@ -111,7 +111,7 @@ async def store(database_url: str, clock: StepClock) -> AsyncIterator[Store]:
     store = Store(
         database_url,
         engine,
-        SqlUnitOfWorkFactory(session_factory(engine), SecretBox([b"k" * 32])),
+        SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
         clock,
     )
     try:

@@ -20,6 +20,7 @@ from scheduler.service_layer.event_action import (
     triggered_event_id,
 )
 from tests.support.kafka import TansuBroker, create_topics, read_exactly, tansu_publisher
+from webhookdeliver import MAX_ERROR_MESSAGE_CHARS
 
 NOW = datetime(2026, 3, 8, 7, 0, 0, 250_000, tzinfo=UTC)
 # Scheduled in a non-UTC zone: the envelope must still carry UTC with an explicit offset.
@@ -140,6 +141,22 @@ async def test_unacknowledged_publish_is_a_retryable_broker_failure() -> None:
     assert outcome.error_kind == "broker"
     assert outcome.retryable
     assert "not acknowledged" in (outcome.error_message or "")
+
+
+class RefusingAtLength:
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        raise PublishError("broker says: " + "x" * 2000)
+
+
+async def test_a_long_bus_error_is_stored_within_webhookdelivers_bound() -> None:
+    outcome = await attempt(RefusingAtLength(), new_id("run"))
+    assert outcome.error_message is not None
+    assert len(outcome.error_message) == MAX_ERROR_MESSAGE_CHARS
+    assert outcome.error_message.startswith("broker says: x")
 
 
 async def test_a_bus_that_never_answers_is_a_retryable_timeout() -> None:

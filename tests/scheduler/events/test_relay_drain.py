@@ -5,14 +5,17 @@ id, so a lower id committed late is still relayed; backoff and settings stay bou
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from eventbus import InProcessBus, PublishError, Record, decode
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.tables import outbox
-from scheduler.adapters.events import RelayConfig
+from scheduler.adapters.events import OutboxRelay, RelayConfig
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
+from tests.scheduler.conftest import T0
 from tests.scheduler.events.conftest import Store
 from tests.scheduler.events.publishers import FailingOnCall
 
@@ -90,12 +93,18 @@ async def test_a_lower_id_committed_after_a_higher_one_is_still_relayed(
     )
 
 
-def test_backoff_doubles_with_jitter_and_stays_capped() -> None:
+async def test_the_loop_backs_off_doubling_with_jitter_capped_by_the_config(
+    tmp_path: Path,
+) -> None:
     config = RelayConfig(retry_initial_seconds=0.5, retry_max_seconds=30)
-    rng = random.Random(7)
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'relay.db'}")
+    relay = OutboxRelay(
+        engine, InProcessBus().publisher(), clock=lambda: T0, config=config, rng=random.Random(7)
+    )
     for failures, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (7, 30.0), (10_000, 30.0)]:
-        delays = [config.backoff_seconds(failures, rng) for _ in range(50)]
+        delays = [relay.loop.backoff.delay(failures) for _ in range(50)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays), (failures, delays)
+    await engine.dispose()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Issue 6 fault proof with a real process: the outbox relay SIGKILLed between publish and
+"""Fault proof with a real process: the outbox relay SIGKILLed between publish and
 mark-sent republishes the same events (same id, same payload) after a restart; nothing is lost
 and every row ends marked sent (DESIGN.md §9: at-least-once, consumers deduplicate by `id`).
 
@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from eventbus import SeenIds, decode
-from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
@@ -44,7 +44,7 @@ async def pg_store() -> AsyncIterator[Store]:
     async with fresh_postgres_database("relaykill") as url:
         await upgrade(url)
         engine = create_engine(url)
-        uows = SqlUnitOfWorkFactory(session_factory(engine), SecretBox([b"k" * 32]))
+        uows = SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32]))
         try:
             yield Store(url, engine, uows, StepClock())
         finally:

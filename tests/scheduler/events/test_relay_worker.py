@@ -13,8 +13,9 @@ from scheduler.bootstrap import bootstrap
 from scheduler.config import SchedulerSettings
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.policies import Action
+from scheduler.domain.tenant import Entitlements
 from scheduler.entrypoints.workers.relay import make_relay, relay_config
-from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits, create_schedule
+from scheduler.service_layer.schedules import ScheduleSpec, create_schedule
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, StepClock
 
 
@@ -41,7 +42,7 @@ async def test_worker_relays_what_the_containers_unit_of_work_wrote(tmp_path: Pa
             tenant_id="tenant-a",
             clock=container.clock,
             new_secret=container.new_secret,
-            limits=TenantLimits(),
+            limits=Entitlements(),
         )
         relay.wake()
         records = await consumer.poll(timeout_seconds=5.0)

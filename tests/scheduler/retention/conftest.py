@@ -5,7 +5,7 @@ directly so each test sets exact ages and states."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,10 +13,12 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.retention_store import SqlRetentionStore
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.adapters.db.tenant_store import processed_events
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.service_layer.retention import Deleted, RetentionRepository
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -31,8 +33,18 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-def store(engine: AsyncEngine) -> SqlRetentionStore:
-    return SqlRetentionStore(engine)
+def uows(engine: AsyncEngine) -> SqlUnitOfWorkFactory:
+    return SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32]))
+
+
+async def one_batch(
+    uows: SqlUnitOfWorkFactory, batch: Callable[[RetentionRepository], Awaitable[Deleted]]
+) -> Deleted:
+    """One retention batch in a unit of work of its own, as `prune_once` runs each."""
+    async with uows() as uow:
+        deleted = await batch(uow.retention)
+        await uow.commit()
+    return deleted
 
 
 async def add_schedule(

@@ -10,15 +10,14 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
-from scheduler.adapters.db.retention_store import SqlRetentionStore
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.retention import retention_policy
 from scheduler.service_layer.retention import RetentionReport, prune_once
-from tests.scheduler.api.conftest import make_container, schedule_body
 from tests.scheduler.conftest import StepClock, auth
 from tests.scheduler.retention.conftest import add_runs, ids_of
+from tests.scheduler.schedules.conftest import make_container, schedule_body
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ async def client(container: Container) -> AsyncIterator[httpx.AsyncClient]:
 
 async def prune(container: Container) -> RetentionReport:
     return await prune_once(
-        SqlRetentionStore(container.engine), retention_policy(container.settings), container.clock()
+        container.uow_factory, retention_policy(container.settings), container.clock()
     )
 
 

@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.retention_store import (
-    SqlRetentionStore,
     deleted_schedules_batch,
     idempotency_keys_batch,
     processed_events_batch,
@@ -19,6 +18,8 @@ from scheduler.adapters.db.retention_store import (
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.adapters.db.tenant_store import processed_events
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.secret_box import SecretBox
 from scheduler.service_layer.retention import RetainedTable, RetentionPolicy, prune_once
 from tests.scheduler.retention.conftest import (
     DAY,
@@ -29,13 +30,14 @@ from tests.scheduler.retention.conftest import (
     add_schedule,
     count,
     ids_of,
+    one_batch,
 )
 
 POLICY = RetentionPolicy()  # 90 days of runs, 24 h of idempotency keys, 30 days of event ids
 
 
 async def test_old_terminal_runs_go_with_their_attempts_others_stay(
-    engine: AsyncEngine, store: SqlRetentionStore
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
 ) -> None:
     await add_schedule(engine, "sch_a")
     old = NOW - 91 * DAY
@@ -52,7 +54,7 @@ async def test_old_terminal_runs_go_with_their_attempts_others_stay(
             sa.update(runs).where(runs.c.id == "pending_0").values(created_at=NOW - 400 * DAY)
         )
 
-    report = await prune_once(store, POLICY, NOW)
+    report = await prune_once(uows, POLICY, NOW)
 
     assert await ids_of(engine, runs.c.id) == set(kept)
     assert report.deleted[RetainedTable.RUNS] == len(gone)
@@ -63,39 +65,39 @@ async def test_old_terminal_runs_go_with_their_attempts_others_stay(
 
 
 async def test_each_batch_is_bounded_and_a_pass_is_bounded(
-    engine: AsyncEngine, store: SqlRetentionStore
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
 ) -> None:
     await add_schedule(engine, "sch_a")
     await add_runs(engine, "sch_a", 10, status="succeeded", finished_at=NOW - 100 * DAY)
 
-    one = await store.delete_terminal_runs(NOW - 90 * DAY, 3)
+    one = await one_batch(uows, lambda r: r.delete_terminal_runs(NOW - 90 * DAY, 3))
     assert one.rows == 3
     assert one.dependents[RetainedTable.DELIVERY_ATTEMPTS] == 3
     assert await count(engine, runs) == 7
 
     small = RetentionPolicy(batch_size=3, max_batches=2)
-    first = await prune_once(store, small, NOW)
+    first = await prune_once(uows, small, NOW)
     assert first.deleted[RetainedTable.RUNS] == 6  # two batches of three, then stop
     assert first.more  # and say that a backlog remains
     assert await count(engine, runs) == 1
 
-    second = await prune_once(store, small, NOW)
+    second = await prune_once(uows, small, NOW)
     assert second.deleted[RetainedTable.RUNS] == 1
     assert not second.more
     assert await count(engine, runs) == 0
     assert await count(engine, delivery_attempts) == 0
 
 
-async def test_oldest_runs_go_first(engine: AsyncEngine, store: SqlRetentionStore) -> None:
+async def test_oldest_runs_go_first(engine: AsyncEngine, uows: SqlUnitOfWorkFactory) -> None:
     await add_schedule(engine, "sch_a")
     oldest = await add_runs(engine, "sch_a", 2, status="failed", finished_at=NOW - 300 * DAY)
     await add_runs(engine, "sch_a", 2, status="failed", finished_at=NOW - 100 * DAY, prefix="n")
-    await store.delete_terminal_runs(NOW - 90 * DAY, 2)
+    await one_batch(uows, lambda r: r.delete_terminal_runs(NOW - 90 * DAY, 2))
     assert not (set(oldest) & await ids_of(engine, runs.c.id))
 
 
 async def test_deleted_schedule_is_purged_after_its_runs_with_its_keys(
-    engine: AsyncEngine, store: SqlRetentionStore
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
 ) -> None:
     long_ago = NOW - 120 * DAY
     await add_schedule(engine, "sch_gone", deleted_at=long_ago)
@@ -109,7 +111,7 @@ async def test_deleted_schedule_is_purged_after_its_runs_with_its_keys(
     await add_idempotency_key(engine, "k-gone", "sch_gone", NOW - DAY / 24)
     await add_idempotency_key(engine, "k-busy", "sch_busy", NOW - DAY / 24)
 
-    report = await prune_once(store, POLICY, NOW)
+    report = await prune_once(uows, POLICY, NOW)
 
     # Runs went first in the same pass, so sch_gone had no run left when schedules were purged.
     assert await ids_of(engine, schedules.c.id) == {"sch_recent", "sch_live", "sch_busy"}
@@ -119,31 +121,31 @@ async def test_deleted_schedule_is_purged_after_its_runs_with_its_keys(
 
 
 async def test_idempotency_keys_expire_after_the_ttl(
-    engine: AsyncEngine, store: SqlRetentionStore
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
 ) -> None:
     await add_schedule(engine, "sch_a")
     await add_idempotency_key(engine, "old", "sch_a", NOW - DAY - DAY / 24)
     await add_idempotency_key(engine, "young", "sch_a", NOW - DAY + DAY / 24)
-    report = await prune_once(store, POLICY, NOW)
+    report = await prune_once(uows, POLICY, NOW)
     assert await ids_of(engine, idempotency_keys.c.key) == {"young"}
     assert report.deleted == {RetainedTable.IDEMPOTENCY_KEYS: 1}
 
 
 async def test_processed_event_ids_expire_after_30_days(
-    engine: AsyncEngine, store: SqlRetentionStore
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
 ) -> None:
     for i in range(5):
         await add_processed(engine, f"old-{i}", NOW - 31 * DAY)
     await add_processed(engine, "young", NOW - 29 * DAY)
-    one = await store.delete_processed_events(NOW - 30 * DAY, 2)
+    one = await one_batch(uows, lambda r: r.delete_processed_events(NOW - 30 * DAY, 2))
     assert one.rows == 2  # bounded
-    await prune_once(store, POLICY, NOW)
+    await prune_once(uows, POLICY, NOW)
     assert await ids_of(engine, processed_events.c.event_id) == {"young"}
 
 
-async def test_batch_limit_is_validated(store: SqlRetentionStore) -> None:
+async def test_batch_limit_is_validated(uows: SqlUnitOfWorkFactory) -> None:
     with pytest.raises(ValueError, match="batch limit"):
-        await store.delete_terminal_runs(NOW, 10_001)
+        await one_batch(uows, lambda r: r.delete_terminal_runs(NOW, 10_001))
     with pytest.raises(ValueError, match="batch_size"):
         RetentionPolicy(batch_size=0)
 
@@ -162,7 +164,10 @@ async def test_replicas_pruning_at_once_take_disjoint_batches(database_url: str)
         await add_runs(engines[0], "sch_a", 400, status="succeeded", finished_at=NOW - 91 * DAY)
         policy = RetentionPolicy(batch_size=50, max_batches=100)
         reports = await asyncio.gather(
-            *(prune_once(SqlRetentionStore(e), policy, NOW) for e in engines)
+            *(
+                prune_once(SqlUnitOfWorkFactory(e, SecretBox([b"k" * 32])), policy, NOW)
+                for e in engines
+            )
         )
         assert sum(r.deleted.get(RetainedTable.RUNS, 0) for r in reports) == 400
         assert await count(engines[0], runs) == 0

@@ -15,16 +15,17 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.retention_store import SqlRetentionStore
 from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.secret_box import SecretBox
 from scheduler.config import SchedulerSettings
 from scheduler.entrypoints.workers.retention import RetentionWorker, retention_policy
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer.retention import RetentionPolicy
-from tests.scheduler.api.conftest import make_container
 from tests.scheduler.conftest import SECRET_KEY, StepClock
 from tests.scheduler.retention.conftest import DAY, NOW, add_runs, add_schedule, count
 from tests.scheduler.runs.processes import wait_until
+from tests.scheduler.schedules.conftest import make_container
 
 WAIT_SECONDS = 15.0
 
@@ -86,7 +87,7 @@ async def test_loop_prunes_and_counts_by_table(engine: AsyncEngine) -> None:
     await add_runs(engine, "sch_a", 7, status="failed", finished_at=NOW - 100 * DAY, attempts=3)
     registry = CollectorRegistry()
     worker = RetentionWorker(
-        SqlRetentionStore(engine),
+        SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
         RetentionPolicy(batch_size=5),
         lambda: NOW,
         interval_seconds=3600,
@@ -116,7 +117,7 @@ async def test_a_failed_pass_is_counted_and_the_loop_lives_on(tmp_path: Path) ->
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}")
     registry = CollectorRegistry()
     worker = RetentionWorker(
-        SqlRetentionStore(engine),
+        SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
         RetentionPolicy(),
         lambda: NOW,
         interval_seconds=3600,

@@ -1,5 +1,5 @@
 """Fixtures for the run tests: a migrated database (SQLite and PostgreSQL), a container with a
-settable clock, the SQL run store, a loopback receiver and a schedule factory."""
+settable clock, its unit-of-work factory, a loopback receiver and a schedule factory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import SecretStr
 import webhookdeliver as wd
 from authclient import AuthSettings
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, bootstrap
 from scheduler.config import SchedulerSettings
 from scheduler.domain.policies import (
@@ -24,8 +24,9 @@ from scheduler.domain.policies import (
     RetryPolicy,
 )
 from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import schedules as schedule_svc
-from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
+from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, T0, ManualClock
 
 __all__ = ["T0", "ManualClock"]  # re-exported: the run tests import them from here
@@ -83,8 +84,8 @@ async def container(database_url: str, mclock: ManualClock) -> AsyncIterator[Con
 
 
 @pytest.fixture
-def store(container: Container) -> SqlRunStore:
-    return SqlRunStore(container.engine, container.secret_box)
+def uows(container: Container) -> SqlUnitOfWorkFactory:
+    return container.uow_factory
 
 
 @pytest.fixture
@@ -139,6 +140,6 @@ async def add_schedule(
         tenant_id=tenant,
         clock=container.clock,
         new_secret=container.new_secret,
-        limits=TenantLimits(max_schedules=100_000, min_interval_seconds=60),
+        limits=Entitlements(max_schedules=100_000, min_interval_seconds=60),
     )
     return created.schedule

@@ -1,4 +1,4 @@
-"""Drive a Dispatcher step by step with a manual clock (no sleeping for time)."""
+"""Drive a RunDispatcher step by step with a manual clock (no sleeping for time)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.actions import ActionRouter, EventAction, WebhookAction
-from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.actions import ActionRouter, WebhookAction
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.schedule import Schedule
-from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings
+from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispatcher
+from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from tests.scheduler.runs.conftest import ManualClock
 from webhookdeliver import Deliverer
@@ -21,24 +22,27 @@ from webhookdeliver import Deliverer
 PLAN = PlanningSettings(lookahead=timedelta(seconds=10))
 
 
-async def plan_at_occurrence(store: SqlRunStore, mclock: ManualClock, s: Schedule) -> None:
+async def plan_at_occurrence(uows: SqlUnitOfWorkFactory, mclock: ManualClock, s: Schedule) -> None:
     """Move the clock to the schedule's next occurrence and plan it (due now)."""
     assert s.next_run_at is not None
     mclock.set(s.next_run_at)
-    await plan_due(store, now=mclock(), settings=PLAN)
+    await plan_due(uows, now=mclock(), settings=PLAN)
 
 
 def make_dispatcher(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     deliverer: Deliverer,
     **settings: Any,
-) -> Dispatcher:
+) -> RunDispatcher:
     import random
 
-    return Dispatcher(
-        store,
-        ActionRouter(WebhookAction(deliverer, container.clock), EventAction(container.clock)),
+    return RunDispatcher(
+        uows,
+        ActionRouter(
+            WebhookAction(deliverer, container.clock),
+            PublishingEventAction(container.publisher, container.clock),
+        ),
         container.clock,
         settings=DispatchSettings(**settings),
         worker_id="test-worker",
@@ -46,7 +50,7 @@ def make_dispatcher(
     )
 
 
-async def step(d: Dispatcher) -> int:
+async def step(d: RunDispatcher) -> int:
     """Claim what is due now, finish every attempt, write every result."""
     claimed, _ = await d.pump()
     await d.drain()

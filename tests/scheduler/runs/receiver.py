@@ -70,6 +70,8 @@ class Receiver:
             return web.Response(status=500, text="nope") if n <= int(arg) else web.Response()
         if kind == "fail":
             return web.Response(status=500, text="always failing")
+        if kind == "big":  # `arg` three-byte characters: a 1 KiB cut falls mid-character
+            return web.Response(status=500, text="€" * int(arg))
         if kind == "hang":
             await self.hang_forever.wait()
             return web.Response()

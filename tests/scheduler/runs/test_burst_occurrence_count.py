@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import webhookdeliver as wd
 from bench.dispatch_bench import FirstAttemptTally, TallyingPerformer, runs_per_occurrence_max
-from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.service_layer.planning_service import plan_due
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
@@ -28,7 +28,7 @@ CLAIM = 4
 
 async def test_next_occurrence_planned_mid_burst_is_counted_apart(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -43,9 +43,9 @@ async def test_next_occurrence_planned_mid_burst_is_counted_apart(
     second = first + timedelta(minutes=1)
 
     mclock.set(first - timedelta(seconds=5))  # planned ahead, like the planner's look-ahead
-    assert (await plan_due(store, now=mclock(), settings=PLAN)).runs_inserted == SCHEDULES
+    assert (await plan_due(uows, now=mclock(), settings=PLAN)).runs_inserted == SCHEDULES
 
-    d = make_dispatcher(container, store, deliverer, claim_batch=CLAIM, concurrency=CLAIM)
+    d = make_dispatcher(container, uows, deliverer, claim_batch=CLAIM, concurrency=CLAIM)
     tally = FirstAttemptTally(first)
     d.performer = TallyingPerformer(d.performer, tally, container.clock)
 
@@ -53,7 +53,7 @@ async def test_next_occurrence_planned_mid_burst_is_counted_apart(
     assert await step(d) == CLAIM  # the burst starts ...
     # ... and is still going when the next minute enters the look-ahead and comes due.
     mclock.set(second - timedelta(seconds=8))
-    assert (await plan_due(store, now=mclock(), settings=PLAN)).runs_inserted == SCHEDULES
+    assert (await plan_due(uows, now=mclock(), settings=PLAN)).runs_inserted == SCHEDULES
     mclock.set(second + timedelta(seconds=1))
     while await step(d):
         pass
@@ -74,7 +74,7 @@ async def test_next_occurrence_planned_mid_burst_is_counted_apart(
 
 async def test_a_reclaimed_run_counts_as_repeated_not_delivered_twice(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -84,9 +84,9 @@ async def test_a_reclaimed_run_counts_as_repeated_not_delivered_twice(
     s = await add_schedule(container, receiver.url("/ok"))
     assert s.next_run_at is not None
     mclock.set(s.next_run_at - timedelta(seconds=5))
-    await plan_due(store, now=mclock(), settings=PLAN)
+    await plan_due(uows, now=mclock(), settings=PLAN)
     tally = FirstAttemptTally(s.next_run_at)
-    first = make_dispatcher(container, store, deliverer, lease_seconds=30)
+    first = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     first.performer = TallyingPerformer(first.performer, tally, container.clock)
     mclock.set(s.next_run_at)
     claimed, _ = await first.pump()
@@ -99,7 +99,7 @@ async def test_a_reclaimed_run_counts_as_repeated_not_delivered_twice(
     assert sum(receiver.attempts_by_id.values()) == 1
     # 31 s later its lease has expired; a second worker re-claims the run (attempt_count 0).
     mclock.advance(seconds=31)
-    second = make_dispatcher(container, store, deliverer)
+    second = make_dispatcher(container, uows, deliverer)
     second.performer = TallyingPerformer(second.performer, tally, container.clock)
     assert await step(second) == 1
     assert tally.delivered == 1

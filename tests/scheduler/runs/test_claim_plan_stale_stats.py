@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
 from tests.scheduler.runs.conftest import T0
@@ -26,7 +26,7 @@ LEASE = timedelta(seconds=30)
 
 
 async def test_claim_reads_about_its_window_not_every_due_run(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     if container.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's planner statistics (SQLite's claim is covered elsewhere)")
@@ -46,22 +46,22 @@ async def test_claim_reads_about_its_window_not_every_due_run(
         )
         for i in range(DUE)
     ]
-    async with store.transaction() as tx:
-        assert await tx.insert_runs(due) == DUE
-        await tx.commit()
+    async with uows() as uow:
+        assert await uow.runs.insert_runs(due) == DUE
+        await uow.commit()
 
     now = T0 + timedelta(seconds=1)
-    async with store.transaction() as tx:
-        claimed = await tx.claim_due("w:1", now, now + LEASE, CLAIM)
+    async with uows() as uow:
+        claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, CLAIM)
         fetched = (
-            await tx.conn.execute(
+            await uow.conn.execute(
                 sa.text(
                     "SELECT coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
                     " WHERE relname = 'runs'"
                 )
             )
         ).scalar_one()
-        await tx.commit()
+        await uow.commit()
 
     assert len(claimed) == CLAIM
     # The fair window (8 x the claim) plus one primary-key fetch per claimed run, with room to

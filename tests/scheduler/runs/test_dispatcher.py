@@ -9,12 +9,16 @@ import json
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_store import SqlRunStore
-from scheduler.adapters.db.tables import outbox
+from scheduler.adapters.db.run_tables import delivery_attempts
+from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
+from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.policies import Action, OverlapPolicy
+from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from scheduler.service_layer.runs import trigger_run
@@ -35,7 +39,7 @@ from tests.scheduler.runs.receiver import Receiver
 
 async def test_success_signs_and_records_the_attempt(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -43,8 +47,8 @@ async def test_success_signs_and_records_the_attempt(
     s = await add_schedule(container, receiver.url("/ok"), payload={"report": "daily"})
     assert s.next_run_at is not None
     mclock.set(s.next_run_at - timedelta(seconds=5))
-    await plan_due(store, now=mclock(), settings=PLAN)
-    d = make_dispatcher(container, store, deliverer)
+    await plan_due(uows, now=mclock(), settings=PLAN)
+    d = make_dispatcher(container, uows, deliverer)
     assert await step(d) == 0  # planned ahead: never claimed before scheduled_for
     mclock.set(s.next_run_at)
     assert await step(d) == 1
@@ -64,14 +68,14 @@ async def test_success_signs_and_records_the_attempt(
 
 async def test_fails_twice_then_succeeds_with_backoff_between(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
     s = await add_schedule(container, receiver.url("/flaky/2"), max_attempts=5, initial_backoff=10)
-    await plan_at_occurrence(store, mclock, s)
-    d = make_dispatcher(container, store, deliverer)
+    await plan_at_occurrence(uows, mclock, s)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)
     (run,) = await run_rows(container)
     assert (run.status, run.attempt_count) == ("retrying", 1)
@@ -90,7 +94,7 @@ async def test_fails_twice_then_succeeds_with_backoff_between(
 
 async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -98,12 +102,12 @@ async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     s = await add_schedule(
         container, receiver.url("/fail"), max_attempts=1, threshold=2, name="billing-sync"
     )
-    await plan_at_occurrence(store, mclock, s)
-    d = make_dispatcher(container, store, deliverer)
+    await plan_at_occurrence(uows, mclock, s)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)
     assert (await schedule_row(container, s.id)).consecutive_failures == 1
     mclock.advance(minutes=1)
-    await plan_due(store, now=mclock(), settings=PLAN)
+    await plan_due(uows, now=mclock(), settings=PLAN)
     await step(d)
     statuses = [r.status for r in await run_rows(container)]
     assert statuses == ["failed", "failed"]
@@ -123,21 +127,41 @@ async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     assert "500" in body["data"]["last_error"]
     # Paused: nothing more is planned.
     mclock.advance(minutes=3)
-    assert (await plan_due(store, now=mclock(), settings=PLAN)).runs_inserted == 0
+    assert (await plan_due(uows, now=mclock(), settings=PLAN)).runs_inserted == 0
+
+
+async def test_stored_attempt_text_is_bounded_by_webhookdeliver(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    """A receiver answering 6 KiB of three-byte characters: the attempt row keeps at most 1 KiB
+    of UTF-8, cut on a character boundary (webhookdeliver's MAX_EXCERPT_BYTES, the one bound)."""
+    s = await add_schedule(container, receiver.url("/big/2000"), max_attempts=1)
+    await plan_at_occurrence(uows, mclock, s)
+    await step(make_dispatcher(container, uows, deliverer))
+    (attempt,) = await rows(container, delivery_attempts)
+    excerpt = attempt.response_excerpt
+    assert len(excerpt.encode()) <= wd.MAX_EXCERPT_BYTES
+    assert excerpt.startswith("€" * 300)
+    assert set(excerpt) <= {"€", "\ufffd"}
+    assert attempt.status_code == 500
 
 
 async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
     s = await add_schedule(container, receiver.url("/fail"), max_attempts=1, threshold=3)
-    await plan_at_occurrence(store, mclock, s)
-    d = make_dispatcher(container, store, deliverer)
+    await plan_at_occurrence(uows, mclock, s)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)
-    await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
+    await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
     await step(d)
     row = await schedule_row(container, s.id)
     assert (row.consecutive_failures, row.state) == (2, "active")  # manual runs count too
@@ -149,9 +173,9 @@ async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
         changes={"target": type(s.target)(url=receiver.url("/ok"))},
         expected_version=None,
         clock=mclock,
-        limits=schedule_svc.TenantLimits(min_interval_seconds=60),
+        limits=Entitlements(min_interval_seconds=60),
     )
-    await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
+    await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=mclock)
     await step(d)
     row = await schedule_row(container, s.id)
     assert (row.consecutive_failures, row.state) == (0, "active")
@@ -159,14 +183,14 @@ async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
 
 async def test_retry_after_is_honoured(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
     s = await add_schedule(container, receiver.url("/throttle/30"), initial_backoff=1)
-    await plan_at_occurrence(store, mclock, s)
-    d = make_dispatcher(container, store, deliverer)
+    await plan_at_occurrence(uows, mclock, s)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)
     (run,) = await run_rows(container)
     assert run.status == "retrying"
@@ -181,14 +205,14 @@ async def test_retry_after_is_honoured(
 
 async def test_redirect_is_a_failure_and_not_followed(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
     s = await add_schedule(container, receiver.url("/redirect"))
-    await plan_at_occurrence(store, mclock, s)
-    await step(make_dispatcher(container, store, deliverer))
+    await plan_at_occurrence(uows, mclock, s)
+    await step(make_dispatcher(container, uows, deliverer))
     (run,) = await run_rows(container)
     assert run.status == "failed"  # 3xx is not retryable
     (attempt,) = await attempt_rows(container, run.id)
@@ -198,7 +222,7 @@ async def test_redirect_is_a_failure_and_not_followed(
 
 async def test_hanging_receiver_times_out_and_does_not_stall_others(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -210,8 +234,8 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
         for i in range(5)
     ]
     fast = [await add_schedule(container, receiver.url("/ok"), name=f"f{i}") for i in range(20)]
-    await plan_at_occurrence(store, mclock, slow[0])
-    d = make_dispatcher(container, store, deliverer, concurrency=4, per_key_limit=2, max_claimed=50)
+    await plan_at_occurrence(uows, mclock, slow[0])
+    d = make_dispatcher(container, uows, deliverer, concurrency=4, per_key_limit=2, max_claimed=50)
     assert (await d.pump())[0] == 25
 
     async def fast_done() -> None:
@@ -234,19 +258,19 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
 
 async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_dropped(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
     s = await add_schedule(container, receiver.url("/ok"))
-    await plan_at_occurrence(store, mclock, s)
-    dead = make_dispatcher(container, store, deliverer, lease_seconds=30)
+    await plan_at_occurrence(uows, mclock, s)
+    dead = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     now = mclock()
-    async with store.transaction() as tx:  # worker A claims and then "dies"
-        (claimed,) = await tx.claim_due("A:1", now, now + timedelta(seconds=30), 10)
-        await tx.commit()
-    alive = make_dispatcher(container, store, deliverer, lease_seconds=30)
+    async with uows() as uow:  # worker A claims and then "dies"
+        (claimed,) = await uow.runs.acquire_due_runs("A:1", now, now + timedelta(seconds=30), 10)
+        await uow.commit()
+    alive = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     mclock.advance(seconds=29)
     assert await step(alive) == 0  # lease still valid
     mclock.advance(seconds=2)
@@ -263,7 +287,7 @@ async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_drop
         mclock(),
         None,
     )
-    report = await settle_completions(store, [Completion.of(claimed, "A:1")], mclock())
+    report = await settle_completions(uows, [Completion.of(claimed, "A:1")], mclock())
     assert report.lost == [claimed.id]
     assert (await run_rows(container))[0].status == "succeeded"
     assert len(await attempt_rows(container, run.id)) == 1
@@ -272,7 +296,7 @@ async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_drop
 
 async def test_claim_time_skips_paused_schedule_and_overlap(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -283,7 +307,7 @@ async def test_claim_time_skips_paused_schedule_and_overlap(
     )
     assert paused.next_run_at is not None
     mclock.set(paused.next_run_at - timedelta(seconds=5))
-    await plan_due(store, now=mclock(), settings=PlanningSettings(lookahead=timedelta(minutes=2)))
+    await plan_due(uows, now=mclock(), settings=PlanningSettings(lookahead=timedelta(minutes=2)))
     await schedule_svc.pause_schedule(
         container.uow_factory(),
         tenant_id="tenant-a",
@@ -293,7 +317,7 @@ async def test_claim_time_skips_paused_schedule_and_overlap(
         clock=mclock,
     )
     mclock.advance(seconds=65)  # both occurrences of `over` (planned ahead) are now due
-    await step(make_dispatcher(container, store, deliverer))
+    await step(make_dispatcher(container, uows, deliverer))
     got = {(r.schedule_id, r.scheduled_for): r for r in await run_rows(container)}
     paused_runs = [r for (sid, _), r in got.items() if sid == paused.id]
     assert {(r.status, r.skip_reason) for r in paused_runs} == {("skipped", "schedule_paused")}
@@ -307,15 +331,34 @@ async def test_claim_time_skips_paused_schedule_and_overlap(
     assert receiver.ids_at("/ok") == set()
 
 
-async def test_event_action_writes_schedule_triggered_to_outbox(
+async def test_event_action_publishes_schedule_triggered_with_an_object_for_a_null_payload(
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     deliverer: wd.Deliverer,
 ) -> None:
-    s = await add_schedule(container, None, action=Action.EVENT, payload={"k": 1})
-    await plan_at_occurrence(store, mclock, s)
-    await step(make_dispatcher(container, store, deliverer))
+    """The dispatcher's event performer is the production one: the run succeeds once the bus
+    took `schedule.triggered`, which is published directly (not through the outbox), and a
+    null payload becomes `data: {}`."""
+    assert container.bus is not None
+    consumer = container.bus.consumer([SCHEDULE_EVENTS_TOPIC], "test-triggered")
+    await consumer.start()
+    await container.publisher.start()
+    try:
+        s = await add_schedule(container, None, action=Action.EVENT)
+        async with container.engine.begin() as conn:  # a schedule whose payload is null
+            await conn.execute(
+                sa.update(schedules).where(schedules.c.id == s.id).values(payload=None)
+            )
+        await plan_at_occurrence(uows, mclock, s)
+        await step(make_dispatcher(container, uows, deliverer))
+        records = await consumer.poll(max_records=100, timeout_seconds=1.0)
+    finally:
+        await container.publisher.stop()
+        await consumer.stop()
     (run,) = await run_rows(container)
     assert run.status == "succeeded"
-    assert (await outbox_types(container)).count("schedule.triggered") == 1
+    triggered = [e for e in map(json.loads, (r.value for r in records))]
+    triggered = [e for e in triggered if e["type"] == "schedule.triggered"]
+    assert [(e["run_id"], e["data"]) for e in triggered] == [(run.id, {})]
+    assert "schedule.triggered" not in await outbox_types(container)

@@ -1,4 +1,4 @@
-"""Issue 5 fault proof: the database unreachable for a while — the workers back off, recover, and
+"""Fault proof: the database unreachable for a while — the workers back off, recover, and
 the occurrences missed meanwhile follow each schedule's misfire_policy (DESIGN.md §6).
 
 PostgreSQL: an in-process WorkerRuntime with a manual clock reaches the shared server only

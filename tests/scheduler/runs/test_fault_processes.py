@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.policies import MisfirePolicy
 from scheduler.service_layer.runs import trigger_run
@@ -122,13 +122,13 @@ async def test_two_replicas_one_run_per_occurrence_never_twice_at_once(
 async def test_sigkill_mid_flight_then_restart_loses_nothing(
     real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
 ) -> None:
-    store = SqlRunStore(real.engine, real.secret_box)
+    uows = SqlUnitOfWorkFactory(real.engine, real.secret_box)
     s = await add_schedule(real, receiver.url("/slow/1500"), name="slow")
     planned = await add_schedule(
         real, receiver.url("/slow/1500"), name="planned", misfire=MisfirePolicy.FIRE_ALL
     )
     run_ids = [
-        (await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
+        (await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
         for _ in range(20)
     ]
     await backdate(real, 3)
@@ -165,12 +165,12 @@ async def test_sigkill_mid_flight_then_restart_loses_nothing(
 async def test_sigterm_finishes_in_flight_and_releases_the_rest(
     real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
 ) -> None:
-    store = SqlRunStore(real.engine, real.secret_box)
+    uows = SqlUnitOfWorkFactory(real.engine, real.secret_box)
     quick = await add_schedule(real, receiver.url("/slow/300"), name="quick")
     stuck = await add_schedule(real, receiver.url("/hang"), name="stuck", timeout_seconds=30)
     for sch in (quick, stuck):
         for _ in range(4):
-            await trigger_run(store, tenant_id="tenant-a", schedule_id=sch.id, clock=utc_now)
+            await trigger_run(uows, tenant_id="tenant-a", schedule_id=sch.id, clock=utc_now)
     w = await WorkerProcess(pg_url, tmp_path, "--grace", "2", "--lease", "30").start()
     try:
         await wait_until(
@@ -195,7 +195,7 @@ async def _true(value: bool) -> bool:
 async def test_database_unreachable_for_a_while_workers_recover(
     real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
 ) -> None:
-    store = SqlRunStore(real.engine, real.secret_box)
+    uows = SqlUnitOfWorkFactory(real.engine, real.secret_box)
     proxy = TcpProxy("127.0.0.1", make_url(pg_url).port or 5432)
     await proxy.start()
     proxied = make_url(pg_url).set(host="127.0.0.1", port=proxy.port)
@@ -204,13 +204,13 @@ async def test_database_unreachable_for_a_while_workers_recover(
         proxied.render_as_string(hide_password=False), tmp_path, "--lease", "5"
     ).start()
     try:
-        first = await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)
+        first = await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)
         await wait_until(lambda: _true(first.id in receiver.attempts_by_id), 45, "first delivery")
         proxy.cut()
         # While the database is unreachable: not ready, still alive, work piles up.
         await wait_until(lambda: _is(w.status("/readyz"), 503), 30, "readyz 503 during outage")
         during = [
-            (await trigger_run(store, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
+            (await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
             for _ in range(10)
         ]
         assert w.proc is not None

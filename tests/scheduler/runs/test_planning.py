@@ -223,15 +223,20 @@ def test_quota_budget_limits_pending_runs_and_skipped_rows_do_not_use_it() -> No
     assert d.pending_count == 1
 
 
-def test_decision_builds_runs_in_order() -> None:
+def test_occurrences_become_runs_in_order() -> None:
+    """What the planner inserts: one run per occurrence (`to_run`), the pending one due at its
+    occurrence, the skipped ones finished."""
     d = plan(T0, NOW_AFTER_OUTAGE, MisfirePolicy.FIRE_ONCE)
-    runs = d.runs(tenant_id="ten_1", schedule_id="sch_1", now=NOW_AFTER_OUTAGE)
+    runs = [
+        o.to_run(tenant_id="ten_1", schedule_id="sch_1", now=NOW_AFTER_OUTAGE)
+        for o in d.occurrences
+    ]
     assert [r.scheduled_for for r in runs] == [o.scheduled_for for o in d.occurrences]
     assert [r.status for r in runs] == [o.status for o in d.occurrences]
     assert [r.skip_reason for r in runs] == [o.skip_reason for o in d.occurrences]
     assert len({r.id for r in runs}) == len(runs)
-    assert runs[-1].is_claimable(NOW_AFTER_OUTAGE)
-    assert not runs[0].is_claimable(NOW_AFTER_OUTAGE)
+    assert runs[-1].next_attempt_at == runs[-1].scheduled_for
+    assert runs[0].next_attempt_at is None
 
 
 # ---- properties over many passes ------------------------------------------------------------

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.domain.run import (
-    RESPONSE_EXCERPT_MAX_BYTES,
     RUN_FAILED,
     RUN_SUCCEEDED,
     AttemptOutcome,
@@ -48,13 +47,19 @@ def fail(started: datetime, *, retryable: bool = True, code: int | None = 503) -
     )
 
 
-def claimed(owner: str = "w1", now: datetime = T0) -> Run:
-    run = pending()
-    run.claim(owner, now, LEASE)
+def claimed(owner: str = "w1", now: datetime = T0, run: Run | None = None) -> Run:
+    """The run as the runs repository's `acquire_due_runs` hands it over (the claim is SQL):
+    in_progress under `owner` until now + LEASE, first start kept."""
+    run = run or pending()
+    run.status = RunStatus.IN_PROGRESS
+    run.lease_owner = owner
+    run.lease_expires_at = now + timedelta(seconds=LEASE)
+    run.next_attempt_at = None
+    run.started_at = run.started_at or now
     return run
 
 
-# ---- planned / claim ------------------------------------------------------------------------
+# ---- planned / lease ------------------------------------------------------------------------
 
 
 def test_planned_run_is_pending_and_due_at_scheduled_for() -> None:
@@ -63,38 +68,11 @@ def test_planned_run_is_pending_and_due_at_scheduled_for() -> None:
     assert run.trigger is Trigger.SCHEDULE
     assert run.next_attempt_at == T0
     assert run.id.startswith("run_")
-    assert not run.is_claimable(at(-0.001)), "never before scheduled_for"
-    assert run.is_claimable(T0)
-
-
-def test_claim_before_scheduled_for_is_refused() -> None:
-    run = pending()
-    with pytest.raises(IllegalTransition):
-        run.claim("w1", at(-1), LEASE)
-    assert run.status is RunStatus.PENDING
-
-
-def test_claim_takes_a_lease() -> None:
-    run = claimed("w1", at(0.5))
-    assert run.status is RunStatus.IN_PROGRESS
-    assert run.lease_owner == "w1"
-    assert run.lease_expires_at == at(0.5 + LEASE)
-    assert run.started_at == at(0.5)
-    assert run.next_attempt_at is None
-    assert not run.is_claimable(at(LEASE)), "lease still held"
-
-
-def test_expired_lease_makes_run_claimable_by_another_worker() -> None:
-    run = claimed("w1")
-    assert run.is_claimable(at(LEASE))
-    run.claim("w2", at(LEASE + 1), LEASE)
-    assert run.lease_owner == "w2"
-    assert run.started_at == T0, "first start is kept"
 
 
 def test_stale_worker_cannot_record_over_new_holder() -> None:
     run = claimed("w1")
-    run.claim("w2", at(LEASE + 1), LEASE)
+    claimed("w2", at(LEASE + 1), run)
     with pytest.raises(LeaseLost):
         run.record_attempt("w1", ok(at(1)), at(LEASE + 2), None)
     assert run.attempt_count == 0
@@ -113,20 +91,6 @@ def test_owner_may_record_after_expiry_if_nobody_took_over() -> None:
     run = claimed("w1")
     run.record_attempt("w1", ok(at(1)), at(LEASE + 5), None)
     assert run.status is RunStatus.SUCCEEDED
-
-
-def test_extend_lease_needs_the_lease() -> None:
-    run = claimed("w1")
-    run.extend_lease("w1", at(20), LEASE)
-    assert run.lease_expires_at == at(20 + LEASE)
-    with pytest.raises(LeaseLost):
-        run.extend_lease("w2", at(21), LEASE)
-
-
-@pytest.mark.parametrize("lease", [0.0, -1.0, 3601.0])
-def test_lease_length_is_bounded(lease: float) -> None:
-    with pytest.raises(ValueError):
-        pending().claim("w1", T0, lease)
 
 
 # ---- record_attempt -------------------------------------------------------------------------
@@ -159,8 +123,7 @@ def test_retryable_failure_with_delay_goes_retrying_then_retries() -> None:
     assert run.next_attempt_at == at(10.2)
     assert run.events == []
     assert run.finished_at is None
-    assert not run.is_claimable(at(10.1))
-    run.claim("w2", at(10.2), LEASE)
+    claimed("w2", at(10.2), run)
     attempt = run.record_attempt("w2", ok(at(10.3)), at(10.4), None)
     assert attempt.number == 2
     assert run.attempt_count == 2
@@ -215,14 +178,14 @@ def test_release_without_attempt_returns_to_pending() -> None:
     run.release("w1", at(1))
     assert run.status is RunStatus.PENDING
     assert run.started_at is None
-    assert run.is_claimable(at(1))
+    assert run.next_attempt_at == T0, "due again at once (scheduled_for has passed)"
     assert run.lease_owner is None
 
 
 def test_release_after_attempts_is_retrying_due_now() -> None:
     run = claimed()
     run.record_attempt("w1", fail(at(0.1)), at(0.2), 5.0)
-    run.claim("w1b", at(5.2), LEASE)
+    claimed("w1b", at(5.2), run)
     run.release("w1b", at(6))
     assert run.status is RunStatus.RETRYING
     assert run.next_attempt_at == at(6)
@@ -242,7 +205,7 @@ def test_pending_run_can_be_skipped(reason: SkipReason) -> None:
     assert run.skip_reason is reason
     assert run.finished_at == at(1)
     assert run.events == []
-    assert not run.is_claimable(at(2))
+    assert run.next_attempt_at is None
 
 
 def test_retrying_run_stops_when_tenant_suspended() -> None:
@@ -276,7 +239,7 @@ def test_run_born_skipped() -> None:
     assert run.status is RunStatus.SKIPPED
     assert run.skip_reason is SkipReason.MISFIRE
     assert run.finished_at == at(100)
-    assert not run.is_claimable(at(200))
+    assert run.next_attempt_at is None
 
 
 # ---- terminal states refuse everything -------------------------------------------------------
@@ -297,15 +260,10 @@ def test_terminal_runs_refuse_every_transition(index: int) -> None:
     run = _terminal_runs()[index]
     before = (run.status, run.attempt_count, run.finished_at, len(run.events))
     late = at(10_000)
-    assert not run.is_claimable(late)
-    with pytest.raises(IllegalTransition):
-        run.claim("w9", late, LEASE)
     with pytest.raises(IllegalTransition):
         run.record_attempt("w1", ok(late), late, None)
     with pytest.raises(IllegalTransition):
         run.release("w1", late)
-    with pytest.raises(IllegalTransition):
-        run.extend_lease("w1", late, LEASE)
     with pytest.raises(IllegalTransition):
         run.skip(SkipReason.QUOTA, late, owner="w1")
     assert (run.status, run.attempt_count, run.finished_at, len(run.events)) == before
@@ -320,21 +278,6 @@ def test_pending_run_refuses_worker_writes() -> None:
 
 
 # ---- outcome value object --------------------------------------------------------------------
-
-
-def test_response_excerpt_is_bounded_to_1_kib_on_a_character_boundary() -> None:
-    outcome = AttemptOutcome(
-        ok=False,
-        started_at=T0,
-        duration_ms=1,
-        status_code=500,
-        error_kind="http_status",
-        response_excerpt="é" * 2000,  # 2 bytes each: the cut falls mid-character
-        retryable=True,
-    )
-    assert outcome.response_excerpt is not None
-    assert len(outcome.response_excerpt.encode()) <= RESPONSE_EXCERPT_MAX_BYTES
-    assert outcome.response_excerpt == "é" * 512
 
 
 def test_outcome_consistency_is_checked() -> None:
@@ -357,4 +300,4 @@ def test_manual_trigger_keeps_payload_snapshot() -> None:
     )
     assert run.trigger is Trigger.REPLAY
     assert run.payload == {"report": "daily"}
-    assert run.is_claimable(T0)
+    assert run.next_attempt_at == T0

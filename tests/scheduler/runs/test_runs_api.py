@@ -11,7 +11,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_store import SqlRunStore
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.api.runs import install_runs
@@ -22,10 +22,12 @@ from tests.scheduler.runs.receiver import Receiver
 
 
 @pytest.fixture
-async def client(container: Container, store: SqlRunStore) -> AsyncIterator[httpx.AsyncClient]:
+async def client(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> AsyncIterator[httpx.AsyncClient]:
     app = app_from_container(container)
     if not any(getattr(r, "path", "").endswith("/trigger") for r in app.routes):
-        install_runs(app, store, container.clock)  # until app.py mounts the runs router itself
+        install_runs(app, uows, container.clock)  # until app.py mounts the runs router itself
     async with LifespanManager(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://scheduler.test") as c:
@@ -35,7 +37,7 @@ async def client(container: Container, store: SqlRunStore) -> AsyncIterator[http
 async def test_trigger_then_history_then_detail_then_replay(
     client: httpx.AsyncClient,
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -59,7 +61,7 @@ async def test_trigger_then_history_then_detail_then_replay(
     assert (run["trigger"], run["status"], run["attempt_count"]) == ("manual", "pending", 0)
     assert datetime.fromisoformat(run["scheduled_for"]) == mclock()  # RFC 3339, explicit UTC
 
-    d = make_dispatcher(container, store, deliverer)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)  # first attempt: 500
     mclock.advance(seconds=60)
     await step(d)  # second: 200
@@ -86,7 +88,7 @@ async def test_trigger_then_history_then_detail_then_replay(
 async def test_history_filters_cursor_and_dead_letters(
     client: httpx.AsyncClient,
     container: Container,
-    store: SqlRunStore,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     receiver: Receiver,
     deliverer: wd.Deliverer,
@@ -97,7 +99,7 @@ async def test_history_filters_cursor_and_dead_letters(
         mclock.advance(seconds=10)
         r = await client.post(f"/v1/schedules/{s.id}/trigger", headers=auth())
         ids.append(r.json()["id"])
-    d = make_dispatcher(container, store, deliverer)
+    d = make_dispatcher(container, uows, deliverer)
     await step(d)
     seen: list[str] = []
     cursor = None

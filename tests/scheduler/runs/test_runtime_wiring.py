@@ -36,7 +36,7 @@ async def test_event_runs_relay_and_tenant_state_share_the_bus(
     try:
         schedule = await add_schedule(container, None, action=Action.EVENT, name="evt")
         run = await run_svc.trigger_run(
-            runtime.store,
+            runtime.uows,
             tenant_id="tenant-a",
             schedule_id=schedule.id,
             clock=container.clock,

@@ -1,4 +1,4 @@
-"""The settle write (`RunTx.write_owned`), against real databases: a compare-and-set on the lease
+"""The settle write (`uow.runs.write_owned`), against real databases: a compare-and-set on the lease
 that writes run state, attempts and outbox rows for owned runs only, resets the breaker count of
 all-succeeded schedules, and on PostgreSQL costs one statement per settle."""
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import delivery_attempts
 from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
@@ -40,12 +40,14 @@ def _run(schedule_id: str, n: int) -> Run:
     )
 
 
-async def _claimed(store: SqlRunStore, runs: list[Run], owner: str = "w:1") -> dict[str, Run]:
-    async with store.transaction() as tx:
-        assert await tx.insert_runs(runs) == len(runs)
-        got = {r.id: r for r in await tx.claim_due(owner, AT, AT + LEASE, len(runs))}
-        await tx.commit()
-    async with store.engine.begin() as conn:  # set-up events (schedule.created): not ours
+async def _claimed(
+    uows: SqlUnitOfWorkFactory, runs: list[Run], owner: str = "w:1"
+) -> dict[str, Run]:
+    async with uows() as uow:
+        assert await uow.runs.insert_runs(runs) == len(runs)
+        got = {r.id: r for r in await uow.runs.acquire_due_runs(owner, AT, AT + LEASE, len(runs))}
+        await uow.commit()
+    async with uows.engine.begin() as conn:  # set-up events (schedule.created): not ours
         await conn.execute(sa.delete(outbox))
     assert set(got) == {r.id for r in runs}
     return got
@@ -76,11 +78,11 @@ def _statements(container: Container) -> Iterator[list[str]]:
 
 
 async def test_only_runs_still_leased_to_the_owner_are_written(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     mine, stolen, other = (_run(s.id, n) for n in (1, 2, 3))
-    held = await _claimed(store, [mine, stolen, other])
+    held = await _claimed(uows, [mine, stolen, other])
     # `stolen`'s lease passed to another worker (as after an expiry and a re-claim).
     async with container.engine.begin() as conn:
         await conn.execute(
@@ -95,9 +97,9 @@ async def test_only_runs_still_leased_to_the_owner_are_written(
     held[other.id].record_attempt("w:9", OK, AT, None)
     completions.append(Completion.of(held[other.id], "w:9"))
 
-    async with store.transaction() as tx:
-        written = await tx.write_owned(completions)
-        await tx.commit()
+    async with uows() as uow:
+        written = await uow.runs.write_owned(completions)
+        await uow.commit()
 
     assert written == {mine.id}
     status = {r.id: (r.status, r.lease_owner) for r in await run_rows(container)}
@@ -115,11 +117,11 @@ async def test_only_runs_still_leased_to_the_owner_are_written(
 
 
 async def test_outbox_rows_keep_completion_order_and_ignore_duplicates(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     runs = [_run(s.id, n) for n in range(5)]
-    held = await _claimed(store, runs)
+    held = await _claimed(uows, runs)
     order = [runs[3], runs[0], runs[4], runs[1], runs[2]]
     completions = []
     for i, run in enumerate(order):
@@ -134,9 +136,9 @@ async def test_outbox_rows_keep_completion_order_and_ignore_duplicates(
             data={"i": i},
         )
         completions.append(Completion.of(r, "w:1", [extra]))
-    async with store.transaction() as tx:
-        assert await tx.write_owned(completions) == {r.id for r in runs}
-        await tx.commit()
+    async with uows() as uow:
+        assert await uow.runs.write_owned(completions) == {r.id for r in runs}
+        await uow.commit()
     async with container.engine.connect() as conn:
         got = list(await conn.execute(sa.select(outbox).order_by(outbox.c.id)))
     expected: list[str] = []
@@ -147,7 +149,7 @@ async def test_outbox_rows_keep_completion_order_and_ignore_duplicates(
 
 
 async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     calm = await add_schedule(container, "http://127.0.0.1:9/x", name="calm")
     mixed = await add_schedule(container, "http://127.0.0.1:9/x", name="mixed")
@@ -160,7 +162,7 @@ async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
         _run(mixed.id, 3),
         _run(lost.id, 4),
     )
-    held = await _claimed(store, [calm_run, mixed_ok, mixed_bad, lost_run])
+    held = await _claimed(uows, [calm_run, mixed_ok, mixed_bad, lost_run])
     async with container.engine.begin() as conn:
         await conn.execute(
             sa.text("UPDATE runs SET lease_owner = 'w:2' WHERE id = :i"), {"i": lost_run.id}
@@ -170,9 +172,9 @@ async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
     for run_id, outcome in outcomes.items():
         held[run_id].record_attempt("w:1", outcome, AT, None)
         completions.append(Completion.of(held[run_id], "w:1"))
-    async with store.transaction() as tx:
-        await tx.write_owned(completions)
-        await tx.commit()
+    async with uows() as uow:
+        await uow.runs.write_owned(completions)
+        await uow.commit()
     # calm: all succeeded -> 0. mixed: a failure in the group, left for the ordered breaker.
     # lost: its success was not written, so it must not reset the count either.
     counts = [
@@ -182,14 +184,14 @@ async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
 
 
 async def test_a_rolled_back_settle_leaves_nothing(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     run = _run(s.id, 1)
-    held = await _claimed(store, [run])
+    held = await _claimed(uows, [run])
     held[run.id].record_attempt("w:1", OK, AT, None)
-    async with store.transaction() as tx:
-        assert await tx.write_owned([Completion.of(held[run.id], "w:1")]) == {run.id}
+    async with uows() as uow:
+        assert await uow.runs.write_owned([Completion.of(held[run.id], "w:1")]) == {run.id}
         # no commit: leaving the block rolls back
     ((status, owner),) = [(r.status, r.lease_owner) for r in await run_rows(container)]
     assert (status, owner) == ("in_progress", "w:1")
@@ -198,17 +200,17 @@ async def test_a_rolled_back_settle_leaves_nothing(
 
 
 async def test_an_all_succeeded_settle_is_one_statement_on_postgres_four_on_sqlite(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     runs = [_run(s.id, n) for n in range(40)]
-    held = await _claimed(store, runs)
+    held = await _claimed(uows, runs)
     completions = []
     for r in runs:
         held[r.id].record_attempt("w:1", OK, AT, None)
         completions.append(Completion.of(held[r.id], "w:1"))
     with _statements(container) as seen:
-        report = await settle_completions(store, completions, AT)
+        report = await settle_completions(uows, completions, AT)
     assert sorted(report.settled) == sorted(r.id for r in runs)
     assert len(await rows(container, delivery_attempts)) == 40
     assert len(await rows(container, outbox)) == 40
@@ -222,19 +224,19 @@ async def test_an_all_succeeded_settle_is_one_statement_on_postgres_four_on_sqli
 
 
 async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
-    container: Container, store: SqlRunStore
+    container: Container, uows: SqlUnitOfWorkFactory
 ) -> None:
     # SQLite writes 500 rows per statement (its parameter limit): 1,100 runs span three.
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     runs = [_run(s.id, n) for n in range(1100)]
-    held = await _claimed(store, runs)
+    held = await _claimed(uows, runs)
     completions = []
     for r in runs:
         held[r.id].record_attempt("w:1", OK, AT, None)
         completions.append(Completion.of(held[r.id], "w:1"))
-    async with store.transaction() as tx:
-        assert await tx.write_owned(completions) == {r.id for r in runs}
-        await tx.commit()
+    async with uows() as uow:
+        assert await uow.runs.write_owned(completions) == {r.id for r in runs}
+        await uow.commit()
     assert {r.status for r in await run_rows(container)} == {"succeeded"}
     assert len(await rows(container, delivery_attempts)) == 1100
     assert len(await rows(container, outbox)) == 1100

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 
 async def test_missing_token_is_401_problem(client: httpx.AsyncClient) -> None:

@@ -7,8 +7,8 @@ import asyncio
 
 import httpx
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 
 async def test_same_etag_race_one_wins(client: httpx.AsyncClient) -> None:

@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 
 async def test_same_key_same_body_returns_same_schedule(client: httpx.AsyncClient) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 ROUTES = [
     ("GET", ""),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.domain.occurrences import Recurrence
-from tests.scheduler.domain.test_occurrences_reference import ZONES, expressions, transitions
+from tests.scheduler.schedules.test_occurrences_reference import ZONES, expressions, transitions
 
 
 @pytest.mark.parametrize(

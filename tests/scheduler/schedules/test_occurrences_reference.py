@@ -1,4 +1,4 @@
-"""The engine against the brute-force reference (tests/scheduler/domain/reference.py) over random
+"""The engine against the brute-force reference (tests/scheduler/schedules/reference.py) over random
 expressions, zones and instants, with DST transition days over-sampled."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler.domain.expression import parse_expression
 from scheduler.domain.occurrences import Recurrence, format_occurrence
-from tests.scheduler.domain.reference import reference_occurrences
+from tests.scheduler.schedules.reference import reference_occurrences
 
 ZONES = [
     "Australia/Lord_Howe",

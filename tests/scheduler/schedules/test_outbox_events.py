@@ -9,8 +9,8 @@ import httpx
 import sqlalchemy as sa
 
 from scheduler.bootstrap import Container
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 
 async def outbox(container: Container) -> list[dict[str, object]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import StepClock, auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 URL = "/v1/schedules/"
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.entrypoints.api.app import app_from_container
-from tests.scheduler.api.conftest import make_container
 from tests.scheduler.conftest import StepClock, token
+from tests.scheduler.schedules.conftest import make_container
 from tests.support.processes import free_port
 
 

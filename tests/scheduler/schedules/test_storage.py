@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import current_revision, head_revision, upgrade
 from scheduler.adapters.db.tables import metadata
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
@@ -33,7 +33,7 @@ SECRET = "whsec_dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IG9mIDMyIGJ5dGVzISE="
 async def uow_factory(database_url: str) -> AsyncIterator[SqlUnitOfWorkFactory]:
     await upgrade(database_url)
     engine = create_engine(database_url)
-    yield SqlUnitOfWorkFactory(session_factory(engine), SecretBox([b"k" * 32]))
+    yield SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32]))
     await engine.dispose()
 
 
@@ -86,7 +86,7 @@ async def test_round_trip_and_secret_encrypted_at_rest(
     async with uow_factory() as uow:
         got = await uow.schedules.get("t1", "sch_1")
         assert await uow.schedules.secrets("t1", "sch_1", NOW) == [SECRET]
-        raw = (await uow.session.execute(sa.text("SELECT * FROM schedules"))).mappings().one()
+        raw = (await uow.conn.execute(sa.text("SELECT * FROM schedules"))).mappings().one()
     assert got is not None
     assert got.target == s.target
     assert got.payload == s.payload
@@ -122,7 +122,7 @@ async def test_events_go_to_outbox_with_the_change(uow_factory: SqlUnitOfWorkFac
         await uow.commit()
     async with uow_factory() as uow:
         rows = (
-            await uow.session.execute(
+            await uow.conn.execute(
                 sa.text("SELECT type, key, topic, payload FROM outbox ORDER BY id")
             )
         ).all()
@@ -143,7 +143,7 @@ async def test_no_commit_means_no_change_and_no_event(uow_factory: SqlUnitOfWork
         # leaving without commit() rolls back
     async with uow_factory() as uow:
         assert await uow.schedules.get("t1", "sch_1") is None
-        n = (await uow.session.execute(sa.text("SELECT count(*) FROM outbox"))).scalar_one()
+        n = (await uow.conn.execute(sa.text("SELECT count(*) FROM outbox"))).scalar_one()
     assert n == 0
 
 
@@ -156,7 +156,7 @@ async def test_stale_save_is_refused(uow_factory: SqlUnitOfWorkFactory) -> None:
         assert s is not None
         # Another writer bumps the version after we read (SQLite has one connection, so the
         # "other writer" is simulated in the same transaction; PostgreSQL races are API-tested).
-        await uow.session.execute(sa.text("UPDATE schedules SET version = version + 1"))
+        await uow.conn.execute(sa.text("UPDATE schedules SET version = version + 1"))
         s.pause("late", NOW)
         with pytest.raises(VersionMismatch):
             await uow.schedules.save(s)

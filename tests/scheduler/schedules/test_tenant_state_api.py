@@ -1,4 +1,4 @@
-"""The API with the tenant projections wired in (issue 8): a suspended tenant's writes answer 403
+"""The API with the tenant projections wired in: a suspended tenant's writes answer 403
 `tenant-suspended` while its reads work; limits come from the entitlements projection; resume is
 refused (403 quota-exceeded) while the schedule breaks a limit."""
 
@@ -11,9 +11,9 @@ import httpx
 
 from eventbus import envelope
 from scheduler.bootstrap import Container
-from scheduler.service_layer import tenant_state as ts
-from tests.scheduler.api.conftest import schedule_body
+from scheduler.service_layer import tenant_events
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 
 async def _apply(container: Container, kind: str, tenant: str, **data: Any) -> None:
@@ -24,7 +24,7 @@ async def _apply(container: Container, kind: str, tenant: str, **data: Any) -> N
         time=container.clock() - timedelta(seconds=1),
         data=data,
     )
-    report = await ts.apply_events(container.uow_factory(), [event], container.clock())
+    report = await tenant_events.apply_events(container.uow_factory(), [event], container.clock())
     assert report.applied == 1
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.scheduler.api.conftest import schedule_body
 from tests.scheduler.conftest import auth
+from tests.scheduler.schedules.conftest import schedule_body
 
 T = "https://example.com/hook"
 
@@ -29,6 +29,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("loopback literal", {"target": {"url": "http://127.0.0.1/x"}}, "target.url"),
     ("metadata literal", {"target": {"url": "http://169.254.169.254/"}}, "target.url"),
     ("url too long", {"target": {"url": T + "?" + "a" * 2100}}, "target.url"),
+    ("fullwidth port", {"target": {"url": "https://example.com:\uff18\uff10/x"}}, "target.url"),
+    ("plus-signed port", {"target": {"url": "https://example.com:+443/x"}}, "target.url"),
     ("unknown target field", {"target": {"url": T, "method": "GET"}}, "target.method"),
     ("timeout too big", {"target": {"url": T, "timeout_seconds": 61}}, "target.timeout_seconds"),
     ("timeout zero", {"target": {"url": T, "timeout_seconds": 0}}, "target.timeout_seconds"),
@@ -122,15 +124,15 @@ async def test_oversized_body_is_413(client: httpx.AsyncClient) -> None:
 
 
 async def test_quota_max_schedules_names_the_limit(client: httpx.AsyncClient, app: Any) -> None:
-    from scheduler.service_layer.schedules import TenantLimits
+    from scheduler.domain.tenant import Entitlements
 
-    app.state.ctx.limits_for = lambda _t: TenantLimits(max_schedules=2)
+    app.state.ctx.limits_for = lambda _t: Entitlements(max_schedules=2)
     for _ in range(2):
         assert (
             await client.post("/v1/schedules/", json=schedule_body(), headers=auth())
         ).status_code == 201
     r = await client.post("/v1/schedules/", json=schedule_body(), headers=auth())
-    # 403: a well-formed request the tenant's plan does not allow (issue 8).
+    # 403: a well-formed request the tenant's plan does not allow.
     assert r.status_code == 403
     assert r.json()["type"].endswith("/quota-exceeded")
     assert r.json()["limit"] == "max_schedules"

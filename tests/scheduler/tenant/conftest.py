@@ -14,14 +14,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from eventbus import envelope
-from scheduler.adapters.db.engine import create_engine, session_factory
+from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.tables import outbox
-from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import Action
 from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import schedules as schedule_svc
-from scheduler.service_layer.schedules import ScheduleSpec, TenantLimits
+from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import T0, ManualClock
 
 __all__ = ["T0", "ManualClock"]  # re-exported: the tenant tests import them from here
@@ -43,10 +44,8 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-def uows(engine: AsyncEngine) -> SqlTenantUnitOfWorkFactory:
-    return SqlTenantUnitOfWorkFactory(
-        session_factory(engine), SecretBox([base64.urlsafe_b64decode(b"k" * 43 + b"=")])
-    )
+def uows(engine: AsyncEngine) -> SqlUnitOfWorkFactory:
+    return SqlUnitOfWorkFactory(engine, SecretBox([base64.urlsafe_b64decode(b"k" * 43 + b"=")]))
 
 
 def event_id() -> str:
@@ -72,14 +71,14 @@ def entitlements_event(
 
 
 async def add_schedule(
-    uows: SqlTenantUnitOfWorkFactory,
+    uows: SqlUnitOfWorkFactory,
     clock: ManualClock,
     *,
     tenant: str = "tenant-a",
     name: str = "s",
     cron: str = "*/5 * * * *",
     payload: Any = None,
-    limits: TenantLimits | None = None,
+    limits: Entitlements | None = None,
 ) -> Schedule:
     spec = ScheduleSpec(
         name=name,
@@ -95,7 +94,7 @@ async def add_schedule(
         tenant_id=tenant,
         clock=clock,
         new_secret=lambda: SECRET,
-        limits=limits or TenantLimits(max_schedules=10_000),
+        limits=limits or Entitlements(max_schedules=10_000),
     )
     clock.advance(seconds=1)  # distinct created_at: the downgrade orders by it
     return created.schedule

@@ -1,4 +1,4 @@
-"""max_runs_per_day at planning (issue 8): the planner charges each tenant's pending runs to the
+"""max_runs_per_day at planning: the planner charges each tenant's pending runs to the
 UTC day they are scheduled in, skips the rest with `quota`, and never charges tomorrow's runs to
 today when its look-ahead crosses midnight."""
 
@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import schedules
-from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory, TenantProjectionCache
-from scheduler.service_layer import tenant_state as ts
+from scheduler.adapters.db.tenant_store import TenantProjectionCache
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.service_layer import tenant_events
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from tests.scheduler.tenant.conftest import ManualClock, add_schedule, entitlements_event
 
@@ -36,11 +36,11 @@ async def _due_at(engine: AsyncEngine, when: datetime) -> None:
 
 
 async def test_budget_is_per_tenant_and_per_utc_day(
-    uows: SqlTenantUnitOfWorkFactory, engine: AsyncEngine
+    uows: SqlUnitOfWorkFactory, engine: AsyncEngine
 ) -> None:
     clock = ManualClock(BEFORE_MIDNIGHT - timedelta(hours=1))
     # t1 may have one run a day; t2 has the default (10,000).
-    await ts.apply_events(
+    await tenant_events.apply_events(
         uows(), [entitlements_event("t1", clock(), {"max_runs_per_day": 1})], clock()
     )
     first = await add_schedule(uows, clock, tenant="t1", name="a", cron="* * * * *")
@@ -51,7 +51,7 @@ async def test_budget_is_per_tenant_and_per_utc_day(
     await cache.refresh()
 
     report = await plan_due(
-        SqlRunStore(engine, uows.box),
+        SqlUnitOfWorkFactory(engine, uows.box),
         now=BEFORE_MIDNIGHT,
         settings=PlanningSettings(lookahead=timedelta(seconds=60)),
         tenants=cache,
@@ -69,7 +69,7 @@ async def test_budget_is_per_tenant_and_per_utc_day(
 
     # The next pass counts what is stored: t1's 00:01 is over tomorrow's budget too.
     report = await plan_due(
-        SqlRunStore(engine, uows.box),
+        SqlUnitOfWorkFactory(engine, uows.box),
         now=midnight + timedelta(seconds=30),
         settings=PlanningSettings(lookahead=timedelta(seconds=60)),
         tenants=cache,
@@ -78,14 +78,18 @@ async def test_budget_is_per_tenant_and_per_utc_day(
 
 
 async def test_without_a_projection_nothing_is_counted(
-    uows: SqlTenantUnitOfWorkFactory, engine: AsyncEngine
+    uows: SqlUnitOfWorkFactory, engine: AsyncEngine
 ) -> None:
     clock = ManualClock(BEFORE_MIDNIGHT - timedelta(hours=1))
-    await ts.apply_events(
+    await tenant_events.apply_events(
         uows(), [entitlements_event("t1", clock(), {"max_runs_per_day": 0})], clock()
     )
     s = await add_schedule(uows, clock, tenant="t1", cron="* * * * *")
     await _due_at(engine, BEFORE_MIDNIGHT - timedelta(seconds=30))
-    # No `tenants`: the legacy path plans everything (callers that wire no projection).
-    await plan_due(SqlRunStore(engine, uows.box), now=BEFORE_MIDNIGHT)
+    # No `tenants`: nothing is counted (callers that wire no projection plan everything).
+    await plan_due(
+        SqlUnitOfWorkFactory(engine, uows.box),
+        now=BEFORE_MIDNIGHT,
+        settings=PlanningSettings(lookahead=timedelta(seconds=10)),
+    )
     assert [st for st, _, _ in await _runs(engine, s.id)] == ["pending"]

@@ -14,13 +14,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from eventbus import Consumer, InProcessBus, KafkaConsumer, KafkaPublisher, Message, encode
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tenant_store import SqlTenantUnitOfWorkFactory, TenantProjectionCache
+from scheduler.adapters.db.tenant_store import TenantProjectionCache
+from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.domain.tenant import Entitlements
 from scheduler.entrypoints.workers.tenant_consumer import TOPICS, TenantConsumerWorker
 from scheduler.service_layer.planning_service import plan_due
-from scheduler.service_layer.tenant_state import BatchReport
+from scheduler.service_layer.tenant_events import BatchReport
 from tests.scheduler.tenant.conftest import (
     T0,
     ManualClock,
@@ -59,7 +59,7 @@ async def run_until(
 
 
 async def test_in_process_bus_out_of_order_duplicates_and_garbage(
-    uows: SqlTenantUnitOfWorkFactory, mclock: ManualClock, engine: AsyncEngine
+    uows: SqlUnitOfWorkFactory, mclock: ManualClock, engine: AsyncEngine
 ) -> None:
     bus = InProcessBus()
     consumer: Consumer = bus.consumer(TOPICS, "scheduler-tenant-state")
@@ -85,7 +85,7 @@ async def test_in_process_bus_out_of_order_duplicates_and_garbage(
     # The older suspension arrived after the newer reinstatement: it is dropped whole (an older
     # event never overrides a newer one), so its interval is not known either.
     assert not cache.suspended_at("t1", T0 + timedelta(minutes=1))
-    assert cache.limits_for("t1").max_schedules == 2
+    assert cache.entitlements("t1").max_schedules == 2
     # Offsets were committed: a new member of the group gets nothing again.
     again = bus.consumer(TOPICS, "scheduler-tenant-state")
     await again.start()
@@ -95,7 +95,7 @@ async def test_in_process_bus_out_of_order_duplicates_and_garbage(
 
 async def test_kafka_suspension_skips_planned_occurrence(
     kafka_bootstrap: str,  # noqa: F811
-    uows: SqlTenantUnitOfWorkFactory,
+    uows: SqlUnitOfWorkFactory,
     mclock: ManualClock,
     engine: AsyncEngine,
 ) -> None:
@@ -122,7 +122,7 @@ async def test_kafka_suspension_skips_planned_occurrence(
     assert cache.suspended_at("t-kafka", due)
     # The planner, past the occurrence, with the projection as its TenantStatus.
     mclock.now = due + timedelta(seconds=30)
-    store = SqlRunStore(engine, uows.box)
+    store = SqlUnitOfWorkFactory(engine, uows.box)
     report = await plan_due(store, now=mclock(), tenants=cache)
     assert report.runs_inserted >= 1
     async with engine.connect() as conn:

@@ -1,5 +1,6 @@
-"""SQL repositories. Every query is scoped by tenant_id through `_scoped()`, so another tenant's
-row is exactly as invisible as a missing one."""
+"""SQL schedule and idempotency repositories on the unit of work's connection. Every tenant's
+query is scoped by tenant_id through `_scoped()`, so another tenant's row is exactly as
+invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.adapters.secret_box import SecretBox
@@ -115,9 +116,9 @@ _SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphe
 
 
 class SqlScheduleRepository(ScheduleRepository):
-    def __init__(self, session: AsyncSession, box: SecretBox) -> None:
+    def __init__(self, conn: AsyncConnection, box: SecretBox) -> None:
         super().__init__()
-        self.session = session
+        self.conn = conn
         self.box = box
         self._loaded_version: dict[str, int] = {}
 
@@ -131,11 +132,11 @@ class SqlScheduleRepository(ScheduleRepository):
     async def _add(self, schedule: Schedule, secret: str) -> None:
         row = schedule_to_row(schedule)
         row["secret_ciphertext"] = self.box.encrypt(secret, associated=schedule.id)
-        await _execute(self.session, sa.insert(schedules).values(**row))
+        await _execute(self.conn, sa.insert(schedules).values(**row))
         self._loaded_version[schedule.id] = schedule.version
 
     async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
-        result = await self.session.execute(
+        result = await self.conn.execute(
             self._scoped(tenant_id).where(schedules.c.id == schedule_id)
         )
         row = result.first()
@@ -145,6 +146,20 @@ class SqlScheduleRepository(ScheduleRepository):
         self._loaded_version[schedule.id] = schedule.version
         return schedule
 
+    async def _lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
+        if not schedule_ids:
+            return {}
+        q = (
+            sa.select(*_SCHEDULE_COLUMNS)
+            .where(schedules.c.id.in_(sorted(set(schedule_ids))))
+            .order_by(schedules.c.id)
+            .with_for_update()
+        )
+        locked = {s.id: s for s in map(row_to_schedule, await self.conn.execute(q))}
+        for schedule in locked.values():
+            self._loaded_version[schedule.id] = schedule.version
+        return locked
+
     async def save(self, schedule: Schedule) -> None:
         loaded = self._loaded_version.get(schedule.id)
         if loaded is None:
@@ -153,7 +168,7 @@ class SqlScheduleRepository(ScheduleRepository):
         # Optimistic concurrency: the row changes only if nobody wrote since we read it. On
         # PostgreSQL a concurrent writer blocks here, then sees the new version and matches 0 rows.
         result = await _execute(
-            self.session,
+            self.conn,
             sa.update(schedules)
             .where(schedules.c.id == schedule.id)
             .where(schedules.c.tenant_id == schedule.tenant_id)
@@ -186,15 +201,15 @@ class SqlScheduleRepository(ScheduleRepository):
                 )
             )
         q = q.order_by(schedules.c.created_at, schedules.c.id).limit(limit)
-        result = await self.session.execute(q)
+        result = await self.conn.execute(q)
         return [row_to_schedule(r) for r in result]
 
     async def count_live(self, tenant_id: str) -> int:
-        result = await self.session.execute(self._scoped(tenant_id, sa.func.count()))
+        result = await self.conn.execute(self._scoped(tenant_id, sa.func.count()))
         return int(result.scalar_one())
 
     async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:
-        result = await self.session.execute(
+        result = await self.conn.execute(
             self._scoped(
                 tenant_id,
                 schedules.c.secret_ciphertext,
@@ -220,7 +235,7 @@ class SqlScheduleRepository(ScheduleRepository):
     ) -> None:
         current = schedules.c.secret_ciphertext
         await _execute(
-            self.session,
+            self.conn,
             sa.update(schedules)
             .where(schedules.c.id == schedule_id)
             .where(schedules.c.tenant_id == tenant_id)
@@ -234,11 +249,11 @@ class SqlScheduleRepository(ScheduleRepository):
 
 
 class SqlIdempotencyRepository(IdempotencyRepository):
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
 
     async def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
-        result = await self.session.execute(
+        result = await self.conn.execute(
             sa.select(idempotency_keys.c.request_hash, idempotency_keys.c.schedule_id)
             .where(idempotency_keys.c.tenant_id == tenant_id)
             .where(idempotency_keys.c.key == key)
@@ -248,7 +263,7 @@ class SqlIdempotencyRepository(IdempotencyRepository):
 
     async def add(self, tenant_id: str, key: str, record: IdempotencyRecord, now: datetime) -> None:
         await _execute(
-            self.session,
+            self.conn,
             sa.insert(idempotency_keys).values(
                 tenant_id=tenant_id,
                 key=key,
@@ -259,8 +274,8 @@ class SqlIdempotencyRepository(IdempotencyRepository):
         )
 
 
-async def _execute(session: AsyncSession, statement: Any) -> Any:
+async def _execute(conn: AsyncConnection, statement: Any) -> Any:
     try:
-        return await session.execute(statement)
+        return await conn.execute(statement)
     except IntegrityError as exc:
         raise DuplicateKey(str(exc.orig)) from exc

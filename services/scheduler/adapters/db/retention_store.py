@@ -1,5 +1,5 @@
-"""SQL side of retention (service_layer/retention.py): each method is one batch in one
-transaction, bounded by `limit` rows of its table.
+"""SQL side of retention (service_layer/retention.py), the unit of work's `retention`: each
+method is one batch on the unit of work's connection, bounded by `limit` rows of its table.
 
 Batches select their rows oldest first through an index (migration 0005, and 0003 for
 processed_events), so a batch costs O(limit), never O(table). On PostgreSQL the selection takes
@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler.adapters.db.dialect import rowcount
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.adapters.db.tenant_store import processed_events
@@ -27,10 +28,10 @@ DELETED_SQL = "deleted_at IS NOT NULL"  # ix_schedules_deleted
 MAX_BATCH = 10_000
 
 
-class SqlRetentionStore:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.is_postgres = engine.dialect.name == "postgresql"
+class SqlRetentionRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self.is_postgres = conn.dialect.name == "postgresql"
 
     def _lock(self, query: sa.Select[Any]) -> sa.Select[Any]:
         # SQLite has one writer and no row locks; PostgreSQL replicas skip each other's rows.
@@ -39,52 +40,50 @@ class SqlRetentionStore:
     async def delete_terminal_runs(self, finished_before: datetime, limit: int) -> Deleted:
         """Terminal runs finished before the cutoff, with their delivery attempts."""
         _check(limit)
-        async with self.engine.begin() as conn:
-            ids = await _ids(conn, self._lock(terminal_runs_batch(finished_before, limit)))
-            if not ids:
-                return Deleted(0)
-            attempts = await conn.execute(
-                sa.delete(delivery_attempts).where(delivery_attempts.c.run_id.in_(ids))
-            )
-            # The predicate again: whatever happened since the select, only terminal runs go.
-            deleted = await conn.execute(
-                sa.delete(runs).where(runs.c.id.in_(ids), sa.text(TERMINAL_SQL))
-            )
-        return Deleted(_rowcount(deleted), {RetainedTable.DELIVERY_ATTEMPTS: _rowcount(attempts)})
+        conn = self.conn
+        ids = await _ids(conn, self._lock(terminal_runs_batch(finished_before, limit)))
+        if not ids:
+            return Deleted(0)
+        attempts = await conn.execute(
+            sa.delete(delivery_attempts).where(delivery_attempts.c.run_id.in_(ids))
+        )
+        # The predicate again: whatever happened since the select, only terminal runs go.
+        deleted = await conn.execute(
+            sa.delete(runs).where(runs.c.id.in_(ids), sa.text(TERMINAL_SQL))
+        )
+        return Deleted(rowcount(deleted), {RetainedTable.DELIVERY_ATTEMPTS: rowcount(attempts)})
 
     async def purge_deleted_schedules(self, deleted_before: datetime, limit: int) -> Deleted:
         """Soft-deleted schedules older than the cutoff that have no run left, with their
         idempotency keys."""
         _check(limit)
-        async with self.engine.begin() as conn:
-            ids = await _ids(conn, self._lock(deleted_schedules_batch(deleted_before, limit)))
-            if not ids:
-                return Deleted(0)
-            keys = await conn.execute(
-                sa.delete(idempotency_keys).where(idempotency_keys.c.schedule_id.in_(ids))
-            )
-            deleted = await conn.execute(
-                sa.delete(schedules).where(schedules.c.id.in_(ids), sa.text(DELETED_SQL), _NO_RUNS)
-            )
-        return Deleted(_rowcount(deleted), {RetainedTable.IDEMPOTENCY_KEYS: _rowcount(keys)})
+        conn = self.conn
+        ids = await _ids(conn, self._lock(deleted_schedules_batch(deleted_before, limit)))
+        if not ids:
+            return Deleted(0)
+        keys = await conn.execute(
+            sa.delete(idempotency_keys).where(idempotency_keys.c.schedule_id.in_(ids))
+        )
+        deleted = await conn.execute(
+            sa.delete(schedules).where(schedules.c.id.in_(ids), sa.text(DELETED_SQL), _NO_RUNS)
+        )
+        return Deleted(rowcount(deleted), {RetainedTable.IDEMPOTENCY_KEYS: rowcount(keys)})
 
     async def delete_idempotency_keys(self, created_before: datetime, limit: int) -> Deleted:
         _check(limit)
         t = idempotency_keys
         doomed = self._lock(idempotency_keys_batch(created_before, limit))
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                sa.delete(t).where(sa.tuple_(t.c.tenant_id, t.c.key).in_(doomed))
-            )
-        return Deleted(_rowcount(result))
+        result = await self.conn.execute(
+            sa.delete(t).where(sa.tuple_(t.c.tenant_id, t.c.key).in_(doomed))
+        )
+        return Deleted(rowcount(result))
 
     async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted:
         _check(limit)
         t = processed_events
         doomed = self._lock(processed_events_batch(processed_before, limit))
-        async with self.engine.begin() as conn:
-            result = await conn.execute(sa.delete(t).where(t.c.event_id.in_(doomed)))
-        return Deleted(_rowcount(result))
+        result = await self.conn.execute(sa.delete(t).where(t.c.event_id.in_(doomed)))
+        return Deleted(rowcount(result))
 
 
 # Batch selections, oldest first, each on its index (tests EXPLAIN them on PostgreSQL).
@@ -136,7 +135,3 @@ def _check(limit: int) -> None:
 
 async def _ids(conn: AsyncConnection, query: sa.Select[Any]) -> list[str]:
     return list((await conn.execute(query)).scalars().all())
-
-
-def _rowcount(result: Any) -> int:
-    return max(int(result.rowcount or 0), 0)

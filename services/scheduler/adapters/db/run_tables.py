@@ -77,6 +77,6 @@ delivery_attempts = sa.Table(
     sa.Column("status_code", sa.Integer(), nullable=True),
     sa.Column("error_kind", sa.String(32), nullable=True),
     sa.Column("error_message", sa.String(500), nullable=True),
-    # <= 1 KiB of UTF-8 (the domain truncates); never holds our secret: it is the receiver's text.
+    # <= 1 KiB of UTF-8 (webhookdeliver's bound); never holds our secret: it is the receiver's text.
     sa.Column("response_excerpt", sa.Text(), nullable=True),
 )

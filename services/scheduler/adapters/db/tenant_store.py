@@ -1,56 +1,46 @@
-"""SQL storage of the tenant projections (migration 0003 is the source of truth; these Table
-objects sit on the same `metadata` as tables.py so the schema test covers them).
+"""SQL storage of the tenant projections, the unit of work's `tenants` (migration 0003 is the
+source of truth; these Table objects sit on the same `metadata` as tables.py so the schema test
+covers them).
 
 - `tenant_status`: one row per tenant that ever had a platform event (suspended, status_time,
   event_id, suspended_since).
 - `tenant_entitlements`: one row per tenant with an entitlements event; `limits` holds only the
   limits that event carried (the configured defaults fill the rest when read).
-- `processed_events`: event ids already applied (consumer dedup), pruned after
-  PROCESSED_RETENTION.
+- `processed_events`: event ids already applied (consumer dedup), pruned by the retention
+  worker (service_layer/retention.py).
 - `applied_at` (writer's clock) lets `TenantProjectionCache` re-read only recent changes.
 
-`TenantProjectionCache` gives the synchronous reads the planner and dispatcher need
-(`run_ports.TenantStatus.suspended_at`) and a `LimitsProvider` (`limits_for`) for the API; it is
-refreshed from the database (every `period` and after each applied batch), so another process's
-changes are seen within one period.
+`TenantProjectionCache` gives the synchronous reads the planner, the dispatcher and the API
+need (`run_ports.TenantStatus`: `suspended_at`, `entitlements`); it is refreshed from the
+database (every `period` and after each applied batch), so another process's changes are seen
+within one period.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from scheduler.adapters.db.dialect import dialect_insert, rowcount
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import metadata
 from scheduler.adapters.db.types import JSONText, UTCDateTime
-from scheduler.adapters.db.unit_of_work import SqlUnitOfWork, SqlUnitOfWorkFactory
-from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.tenant import (
     DEFAULT_ENTITLEMENTS,
     Entitlements,
     EntitlementsRecord,
     SuspensionState,
 )
-from scheduler.service_layer.schedules import TenantLimits
-from scheduler.service_layer.tenant_state import (
-    TenantRepository,
-    TenantUnitOfWork,
-    entitlements_for,
-)
+from scheduler.service_layer.unit_of_work import TenantRepository
+from servicekit.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.tenant_store")
 
-# Kafka keeps records for days (7 by default); an id older than this cannot be redelivered.
-PROCESSED_RETENTION = timedelta(days=30)
 # Rows re-read on every cache refresh: covers transactions that committed after a later-stamped
 # one, and clock skew between writers, up to this long.
 CACHE_OVERLAP = timedelta(seconds=60)
@@ -117,21 +107,16 @@ def _entitlements_of(row: Mapping[Any, Any]) -> EntitlementsRecord:
     )
 
 
-def _rowcount(result: Any) -> int:
-    return int(result.rowcount or 0)
-
-
 class SqlTenantRepository(TenantRepository):
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
 
     def _insert(self, table: sa.Table) -> Any:
-        dialect = self.session.get_bind().dialect.name
-        return (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+        return dialect_insert(self.conn, table)
 
     async def status(self, tenant_id: str, *, lock: bool = False) -> SuspensionState | None:
         q = sa.select(tenant_status).where(tenant_status.c.tenant_id == tenant_id)
-        row = (await self.session.execute(q.with_for_update() if lock else q)).mappings().first()
+        row = (await self.conn.execute(q.with_for_update() if lock else q)).mappings().first()
         return None if row is None else _status_of(row)
 
     async def insert_status_if_absent(
@@ -140,11 +125,11 @@ class SqlTenantRepository(TenantRepository):
         stmt = self._insert(tenant_status).values(
             tenant_id=tenant_id, applied_at=now, **_status_row(state)
         )
-        result = await self.session.execute(stmt.on_conflict_do_nothing())
-        return _rowcount(result) > 0
+        result = await self.conn.execute(stmt.on_conflict_do_nothing())
+        return rowcount(result) > 0
 
     async def update_status(self, tenant_id: str, state: SuspensionState, now: datetime) -> None:
-        await self.session.execute(
+        await self.conn.execute(
             sa.update(tenant_status)
             .where(tenant_status.c.tenant_id == tenant_id)
             .values(applied_at=now, **_status_row(state))
@@ -154,7 +139,7 @@ class SqlTenantRepository(TenantRepository):
         self, tenant_id: str, *, lock: bool = False
     ) -> EntitlementsRecord | None:
         q = sa.select(tenant_entitlements).where(tenant_entitlements.c.tenant_id == tenant_id)
-        row = (await self.session.execute(q.with_for_update() if lock else q)).mappings().first()
+        row = (await self.conn.execute(q.with_for_update() if lock else q)).mappings().first()
         return None if row is None else _entitlements_of(row)
 
     async def insert_entitlements_if_absent(
@@ -167,13 +152,13 @@ class SqlTenantRepository(TenantRepository):
             event_id=record.event_id,
             applied_at=now,
         )
-        result = await self.session.execute(stmt.on_conflict_do_nothing())
-        return _rowcount(result) > 0
+        result = await self.conn.execute(stmt.on_conflict_do_nothing())
+        return rowcount(result) > 0
 
     async def update_entitlements(
         self, tenant_id: str, record: EntitlementsRecord, now: datetime
     ) -> None:
-        await self.session.execute(
+        await self.conn.execute(
             sa.update(tenant_entitlements)
             .where(tenant_entitlements.c.tenant_id == tenant_id)
             .values(
@@ -186,88 +171,8 @@ class SqlTenantRepository(TenantRepository):
 
     async def mark_processed(self, event_id: str, now: datetime) -> bool:
         stmt = self._insert(processed_events).values(event_id=event_id, processed_at=now)
-        result = await self.session.execute(stmt.on_conflict_do_nothing())
-        return _rowcount(result) > 0
-
-    async def prune_processed(self, before: datetime, limit: int) -> int:
-        oldest = (
-            sa.select(processed_events.c.event_id)
-            .where(processed_events.c.processed_at < before)
-            .order_by(processed_events.c.processed_at)
-            .limit(limit)
-        )
-        result = await self.session.execute(
-            sa.delete(processed_events).where(processed_events.c.event_id.in_(oldest))
-        )
-        return _rowcount(result)
-
-    async def count_runs(self, tenant_id: str, start: datetime, end: datetime) -> int:
-        q = (
-            sa.select(sa.func.count())
-            .select_from(runs)
-            .where(
-                runs.c.tenant_id == tenant_id,
-                runs.c.scheduled_for >= start,
-                runs.c.scheduled_for < end,
-                runs.c.status != "skipped",
-            )
-        )
-        return int((await self.session.execute(q)).scalar_one())
-
-
-class SqlTenantUnitOfWork(SqlUnitOfWork, TenantUnitOfWork):
-    """The SQL unit of work with the tenant projections on the same session (one transaction)."""
-
-    async def __aenter__(self) -> Self:
-        await super().__aenter__()
-        self.tenants = SqlTenantRepository(self.session)
-        self.alerts = []
-        return self
-
-
-class SqlTenantUnitOfWorkFactory(SqlUnitOfWorkFactory):
-    """A drop-in for Container.uow_factory: its units of work also carry `tenants`."""
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], box: SecretBox) -> None:
-        super().__init__(sessions, box)
-
-    def __call__(self) -> SqlTenantUnitOfWork:
-        return SqlTenantUnitOfWork(self.sessions, self.box)
-
-
-def to_tenant_limits(ent: Entitlements) -> TenantLimits:
-    """The schedule use cases' TenantLimits (same fields) from effective entitlements."""
-    return TenantLimits(**ent.as_dict())
-
-
-async def tenant_limits(
-    uows: SqlTenantUnitOfWorkFactory,
-    tenant_id: str,
-    defaults: Entitlements = DEFAULT_ENTITLEMENTS,
-) -> TenantLimits:
-    """Exact limits from the projection in a transaction of their own (no cache lag)."""
-    async with uows() as uow:
-        return to_tenant_limits(await entitlements_for(uow, tenant_id, defaults))
-
-
-async def count_runs_by_tenant(
-    conn: AsyncConnection, tenant_ids: Sequence[str], start: datetime, end: datetime
-) -> dict[str, int]:
-    """Non-skipped runs per tenant with start <= scheduled_for < end, in one query (for the
-    planner's max_runs_per_day budget; tenants without runs are absent)."""
-    if not tenant_ids:
-        return {}
-    q = (
-        sa.select(runs.c.tenant_id, sa.func.count())
-        .where(
-            runs.c.tenant_id.in_(sorted(set(tenant_ids))),
-            runs.c.scheduled_for >= start,
-            runs.c.scheduled_for < end,
-            runs.c.status != "skipped",
-        )
-        .group_by(runs.c.tenant_id)
-    )
-    return {str(t): int(n) for t, n in (await conn.execute(q)).all()}
+        result = await self.conn.execute(stmt.on_conflict_do_nothing())
+        return rowcount(result) > 0
 
 
 class TenantProjectionCache:
@@ -289,7 +194,7 @@ class TenantProjectionCache:
         self._entitlements: dict[str, Entitlements] = {}
         self._status_mark: datetime | None = None
         self._entitlements_mark: datetime | None = None
-        self._stop = asyncio.Event()
+        self._loop: WorkerLoop | None = None
 
     # ---- synchronous reads --------------------------------------------------------------
     def suspended_at(self, tenant_id: str, instant: datetime) -> bool:
@@ -298,9 +203,6 @@ class TenantProjectionCache:
 
     def entitlements(self, tenant_id: str) -> Entitlements:
         return self._entitlements.get(tenant_id, self.defaults)
-
-    def limits_for(self, tenant_id: str) -> TenantLimits:
-        return to_tenant_limits(self.entitlements(tenant_id))
 
     # ---- refreshing ---------------------------------------------------------------------
     async def refresh(self) -> int:
@@ -326,15 +228,24 @@ class TenantProjectionCache:
         return len(status_rows) + len(ent_rows)
 
     def stop(self) -> None:
-        self._stop.set()
+        if self._loop is not None:
+            self._loop.stop()
 
     async def run(self) -> None:
-        """Refresh every `period_seconds` until stopped; database errors are logged and retried
-        next period (the previous copy keeps answering meanwhile)."""
-        while not self._stop.is_set():
-            try:
-                await self.refresh()
-            except (OSError, sa.exc.SQLAlchemyError) as exc:
-                log.warning("tenant projection refresh failed (%s); retrying", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.period_seconds)
+        """Refresh every `period_seconds` until stopped or cancelled (a servicekit
+        `WorkerLoop`, new per run, so the cache can be run again); a failed refresh is logged
+        and retried one period later (the previous copy keeps answering meanwhile)."""
+        self._loop = WorkerLoop(
+            "tenant projection cache",
+            self._refresh_step,
+            idle_seconds=self.period_seconds,
+            backoff_initial_seconds=self.period_seconds,
+            backoff_max_seconds=self.period_seconds,
+            outage="refresh failed",
+            logger=log,
+        )
+        await self._loop.run()
+
+    async def _refresh_step(self) -> float | None:
+        await self.refresh()
+        return None

@@ -49,6 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from eventbus import MAX_MESSAGE_BYTES, Message, Publisher, PublishError
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.events.relay_metrics import RelayMetrics
+from servicekit.worker import WorkerLoop
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +110,6 @@ class RelayConfig:
             raise ValueError("retry_max_seconds must be >= retry_initial_seconds")
         if not 0 <= self.retention_seconds <= 366 * 86_400:
             raise ValueError("retention_seconds must be 0..366 days")
-
-    def backoff_seconds(self, failures: int, rng: random.Random) -> float:
-        """Delay after `failures` consecutive failed steps (>= 1)."""
-        exponent = min(max(failures, 1) - 1, 30)
-        ceiling = min(self.retry_max_seconds, self.retry_initial_seconds * float(2**exponent))
-        return float(ceiling * rng.uniform(0.5, 1.0))
 
 
 @dataclass(frozen=True)
@@ -196,10 +191,10 @@ async def _discard(conn: AsyncConnection) -> None:
 
 
 class OutboxRelay:
-    """Publishes the outbox to `publisher`. `run()` loops until cancelled; the single-step
-    methods (`relay_batch`, `prune`, `refresh_metrics`) are what it calls, and tests call them
-    directly. The publisher's start/stop belongs to the caller (it is shared with the event
-    action)."""
+    """Publishes the outbox to `publisher`. `run()` loops until stopped or cancelled; the
+    single-step methods (`relay_batch`, `prune`, `refresh_metrics`) are what it calls, and tests
+    call them directly. The publisher's start/stop belongs to the caller (it is shared with the
+    event action)."""
 
     def __init__(
         self,
@@ -224,6 +219,17 @@ class OutboxRelay:
         # A pass of the loop drains at most this many batches, then prunes and refreshes
         # metrics if due (so a long backlog does not starve them).
         self._batches_per_pass = 100
+        self.loop = WorkerLoop(
+            "outbox relay",
+            self.step,
+            idle_seconds=self.config.poll_interval_seconds,
+            backoff_initial_seconds=self.config.retry_initial_seconds,
+            backoff_max_seconds=self.config.retry_max_seconds,
+            jitter=self._rng,
+            outage="bus or database unavailable",
+            logger=log,
+            wake=self._wake,
+        )
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -401,53 +407,44 @@ class OutboxRelay:
         self.metrics.oldest_unsent_age.set(age)
         return OutboxLag(unsent=unsent, oldest_unsent_age_seconds=age)
 
+    def stop(self) -> None:
+        """End `run()` after the current step (cancelling it works too)."""
+        self.loop.stop()
+
     async def run(self) -> None:
-        """Relay until cancelled: publish while there is work, wait for `wake()` or the poll
-        interval when idle, back off after failures, prune and refresh metrics periodically."""
-        failures = 0
+        """Relay until stopped or cancelled (servicekit `WorkerLoop`): publish while there is
+        work, wait for `wake()` or the poll interval when idle, back off (with jitter) after
+        failures, prune and refresh metrics periodically."""
         try:
-            while True:
-                try:
-                    if not await self.acquire_leadership():
-                        await self._periodic_metrics()
-                        await asyncio.sleep(self.config.standby_retry_seconds)
-                        continue
-                    published = await self.drain(max_batches=self._batches_per_pass)
-                    failures = 0
-                    await self._periodic_prune()
-                    await self._periodic_metrics()
-                except PublishError as exc:
-                    failures += 1
-                    # The lag gauges matter most during an outage: keep them current.
-                    await self._periodic_metrics_quietly()
-                    await self._back_off(failures, f"bus did not acknowledge: {exc}")
-                    continue
-                except Exception as exc:  # a database error or a bug: never kill the relay
-                    failures += 1
-                    await self._leadership.release(clean=False)
-                    self.metrics.leader.set(0)
-                    log.exception("outbox relay step failed")
-                    await self._back_off(failures, f"{type(exc).__name__}: {exc}")
-                    continue
-                if published < self.config.batch_size * self._batches_per_pass:
-                    await self._wait_for_work()
+            await self.loop.run()
         finally:
             await asyncio.shield(self.release_leadership())
 
-    # -- loop helpers ---------------------------------------------------------------------------
-
-    async def _back_off(self, failures: int, reason: str) -> None:
-        delay = self.config.backoff_seconds(failures, self._rng)
-        log.warning("outbox relay: %s; retrying in %.2f s (failure %d)", reason, delay, failures)
-        await asyncio.sleep(delay)
-
-    async def _wait_for_work(self) -> None:
+    async def step(self) -> float | None:
+        """One pass: the leader drains up to `_batches_per_pass` batches; a standby looks again
+        after `standby_retry_seconds`. Returns 0 while a backlog remains."""
         try:
-            async with asyncio.timeout(self.config.poll_interval_seconds):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
-        self._wake.clear()
+            if not await self.acquire_leadership():
+                await self._periodic_metrics()
+                return self.config.standby_retry_seconds
+            published = await self.drain(max_batches=self._batches_per_pass)
+            await self._periodic_prune()
+            await self._periodic_metrics()
+        except PublishError:
+            # The lag gauges matter most during an outage: keep them current.
+            await self._periodic_metrics_quietly()
+            raise
+        except Exception:
+            # A database error or a bug: give up the lock's connection (it may be broken), so
+            # the next step starts from a fresh one; the loop logs and backs off.
+            await self._leadership.release(clean=False)
+            self.metrics.leader.set(0)
+            raise
+        if published < self.config.batch_size * self._batches_per_pass:
+            return None
+        return 0.0
+
+    # -- loop helpers ---------------------------------------------------------------------------
 
     async def _periodic_prune(self) -> None:
         now = asyncio.get_running_loop().time()

@@ -11,7 +11,6 @@ from prometheus_client import CollectorRegistry
 
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
-from scheduler.adapters.db.run_store import SqlRunStore
 from scheduler.bootstrap import Container, rotation_grace
 from scheduler.entrypoints.api import health, schedules
 from scheduler.entrypoints.api.context import ApiContext
@@ -87,5 +86,5 @@ def app_from_container(
         on_startup=[*startup, container.start_tenants],
         on_shutdown=[container.stop_tenants, container.aclose],
     )
-    install_runs(app, SqlRunStore(container.engine, container.secret_box), container.clock, wake)
+    install_runs(app, container.uow_factory, container.clock, wake)
     return app

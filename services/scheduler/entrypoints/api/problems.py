@@ -23,9 +23,9 @@ from scheduler.service_layer.errors import (
     InvalidInput,
     NotFound,
     QuotaExceeded,
+    TenantSuspended,
     VersionMismatch,
 )
-from scheduler.service_layer.tenant_state import TenantSuspended
 from servicekit.problems import TYPE_PREFIX, problem_response
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
@@ -118,7 +118,7 @@ async def _service(_request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, TenantSuspended):
         return problem(403, str(exc), slug="tenant-suspended")
     if isinstance(exc, QuotaExceeded):
-        # 403: the request is well-formed but the tenant's plan does not allow it (issue 8).
+        # 403: the request is well-formed but the tenant's plan does not allow it.
         return problem(
             403,
             str(exc),

@@ -3,7 +3,7 @@ filters and a cursor, one run with its attempts in attempt order, replay (202).
 
 Dead letters are `GET /v1/schedules/{id}/runs?status=failed`. Another tenant's schedule or run
 answers 404 exactly like a missing one. `install_runs(app, ...)` mounts the router and the
-context it needs (the run store, the clock, and a wake-up for an in-process dispatcher).
+context it needs (the unit-of-work factory, the clock, and a wake-up for an in-process dispatcher).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from scheduler.entrypoints.api.context import require_writer
 from scheduler.entrypoints.api.schemas import problem_responses
 from scheduler.service_layer import runs as svc
 from scheduler.service_layer.errors import InvalidInput
-from scheduler.service_layer.run_ports import RunPageFilter, RunStore
+from scheduler.service_layer.run_ports import RunPageFilter
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 
 READ = "schedules:read"
 WRITE = "schedules:write"
@@ -38,18 +39,18 @@ RunIdPath = Annotated[str, Path(min_length=1, max_length=64, description="run id
 
 @dataclass
 class RunsApiContext:
-    store: RunStore
+    uows: UnitOfWorkFactory
     clock: Callable[[], datetime]
     wake: Callable[[], None] | None = None
 
 
 def install_runs(
     app: FastAPI,
-    store: RunStore,
+    uows: UnitOfWorkFactory,
     clock: Callable[[], datetime],
     wake: Callable[[], None] | None = None,
 ) -> None:
-    app.state.runs_ctx = RunsApiContext(store, clock, wake)
+    app.state.runs_ctx = RunsApiContext(uows, clock, wake)
     app.include_router(router)
 
 
@@ -134,7 +135,7 @@ async def trigger(
 ) -> dict[str, Any]:
     ctx = _ctx(request)
     run = await svc.trigger_run(
-        ctx.store,
+        ctx.uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         clock=ctx.clock,
@@ -158,7 +159,7 @@ async def list_runs(
         if value is not None and value.tzinfo is None:
             raise InvalidInput(name, "must carry a UTC offset (RFC 3339)")
     page = await svc.list_runs(
-        _ctx(request).store,
+        _ctx(request).uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         limit=limit,
@@ -176,7 +177,7 @@ async def get_run(
     principal: Principal = require(READ),
 ) -> dict[str, Any]:
     detail = await svc.get_run(
-        _ctx(request).store,
+        _ctx(request).uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         run_id=run_id,
@@ -193,7 +194,7 @@ async def replay(
 ) -> dict[str, Any]:
     ctx = _ctx(request)
     run = await svc.replay_run(
-        ctx.store,
+        ctx.uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         run_id=run_id,

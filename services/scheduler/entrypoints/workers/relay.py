@@ -7,7 +7,7 @@ idempotent=settings.kafka_idempotent)`,
 same publisher to the dispatcher's event action. Then:
 
     relay = make_relay(container, publisher, registry=metrics_registry)
-    container.workers.append(lambda _c: relay)   # Worker: `await relay.run()` until cancelled
+    task = asyncio.create_task(relay.run())   # until relay.stop() or cancellation
 
 and, optionally, call `relay.wake()` after a commit that wrote outbox rows so the event leaves
 within milliseconds instead of the poll interval (200 ms).

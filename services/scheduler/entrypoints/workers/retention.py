@@ -12,23 +12,21 @@ interval. A failed pass (database down) is logged and tried again at the next in
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from scheduler.adapters.db.retention_store import SqlRetentionStore
 from scheduler.bootstrap import Container
 from scheduler.config import SchedulerSettings
 from scheduler.service_layer.retention import (
     RetentionPolicy,
     RetentionReport,
-    RetentionStore,
     prune_once,
 )
 from scheduler.service_layer.schedules import Clock
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.retention")
 BACKLOG_PAUSE_SECONDS = 1.0  # between passes while a backlog remains: lets other writers in
@@ -64,7 +62,7 @@ def retention_policy(settings: SchedulerSettings) -> RetentionPolicy:
 class RetentionWorker:
     def __init__(
         self,
-        store: RetentionStore,
+        uows: UnitOfWorkFactory,
         policy: RetentionPolicy,
         clock: Clock,
         *,
@@ -74,13 +72,23 @@ class RetentionWorker:
     ) -> None:
         if interval_seconds <= 0 or start_delay_seconds < 0:
             raise ValueError("interval_seconds must be > 0 and start_delay_seconds >= 0")
-        self.store = store
+        self.uows = uows
         self.policy = policy
         self.clock = clock
         self.interval_seconds = interval_seconds
         self.start_delay_seconds = start_delay_seconds
         self.metrics = RetentionMetrics(registry)
-        self._stop = asyncio.Event()
+        # A failed pass (database down, a deadlock) is tried again one interval later.
+        self.loop = WorkerLoop(
+            "retention",
+            self.step,
+            idle_seconds=interval_seconds,
+            start_delay_seconds=start_delay_seconds,
+            backoff_initial_seconds=interval_seconds,
+            backoff_max_seconds=interval_seconds,
+            outage="pass failed",
+            logger=log,
+        )
 
     @classmethod
     def from_container(
@@ -88,7 +96,7 @@ class RetentionWorker:
     ) -> RetentionWorker:
         s = container.settings
         return cls(
-            SqlRetentionStore(container.engine),
+            container.uow_factory,
             retention_policy(s),
             container.clock,
             interval_seconds=s.retention_interval_seconds,
@@ -98,7 +106,7 @@ class RetentionWorker:
         )
 
     async def run_once(self) -> RetentionReport:
-        report = await prune_once(self.store, self.policy, self.clock())
+        report = await prune_once(self.uows, self.policy, self.clock())
         for table, count in report.deleted.items():
             self.metrics.deleted.labels(table=table.value).inc(count)
         self.metrics.last_success.set(self.clock().timestamp())
@@ -112,21 +120,19 @@ class RetentionWorker:
 
     async def run(self) -> None:
         """Loop until stop() or cancellation."""
-        await self._wait(self.start_delay_seconds)
-        while not self._stop.is_set():
-            pause = self.interval_seconds
-            try:
-                report = await self.run_once()
-                if report.more:
-                    pause = min(BACKLOG_PAUSE_SECONDS, self.interval_seconds)
-            except Exception as exc:  # database unreachable, a deadlock: next interval again
-                self.metrics.failures.inc()
-                log.warning("retention pass failed (%r); retrying in %.0f s", exc, pause)
-            await self._wait(pause)
+        await self.loop.run()
 
     def stop(self) -> None:
-        self._stop.set()
+        self.loop.stop()
 
-    async def _wait(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), seconds)
+    async def step(self) -> float:
+        try:
+            report = await self.run_once()
+        except Exception:
+            self.metrics.failures.inc()
+            raise
+        return (
+            min(BACKLOG_PAUSE_SECONDS, self.interval_seconds)
+            if report.more
+            else self.interval_seconds
+        )

@@ -17,27 +17,24 @@ meanwhile; the planner and the dispatcher judge suspension and quotas from it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from scheduler.adapters.actions import ActionRouter, WebhookAction
-from scheduler.adapters.db.run_store import SqlRunStore
-from scheduler.bootstrap import Container, Worker
+from scheduler.bootstrap import Container
 from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.entrypoints.workers.planner import PlannerWorker
 from scheduler.entrypoints.workers.relay import make_relay
 from scheduler.entrypoints.workers.retention import RetentionWorker
 from scheduler.entrypoints.workers.tenant_consumer import TenantConsumerWorker
-from scheduler.service_layer.dispatch_service import Dispatcher, DispatchSettings, _is_transient
+from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispatcher
 from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import TenantStatus
+from servicekit.worker import WorkerGroup, WorkerLoop
 from webhookdeliver import Deliverer
 
 log = logging.getLogger("scheduler.workers")
@@ -75,7 +72,7 @@ class WorkerRuntime:
         tenants = tenants or container.tenants
         self.registry = registry or CollectorRegistry()
         self.metrics = WorkerMetrics(self.registry)
-        self.store = SqlRunStore(container.engine, container.secret_box)
+        self.uows = container.uow_factory
         d = self.options.dispatch
         self.deliverer = deliverer or Deliverer(
             allow_private_networks=container.settings.webhook_allow_private_networks,
@@ -83,8 +80,8 @@ class WorkerRuntime:
             connector_limit_per_host=d.per_key_limit,
         )
         clock = container.clock
-        self.dispatcher = Dispatcher(
-            self.store,
+        self.dispatcher = RunDispatcher(
+            self.uows,
             ActionRouter(
                 WebhookAction(self.deliverer, clock),
                 PublishingEventAction(container.publisher, clock),
@@ -95,7 +92,7 @@ class WorkerRuntime:
             observer=self.metrics,
         )
         self.planner = PlannerWorker(
-            self.store,
+            self.uows,
             clock,
             settings=self.options.planning,
             tenants=tenants,
@@ -120,8 +117,7 @@ class WorkerRuntime:
             if self.options.retention
             else None
         )
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stopped = asyncio.Event()
+        self._workers = self._group()
 
     @classmethod
     def from_container(
@@ -144,65 +140,48 @@ class WorkerRuntime:
     def wake(self) -> None:
         self.dispatcher.wake()
 
+    def _group(self) -> WorkerGroup:
+        """Entries with a stop hook end at stop(); the dispatcher drains within the grace; the
+        relay and the queue-depth loop are side tasks, cancelled after the drain so that what
+        the dispatcher settles meanwhile is still relayed."""
+        group = WorkerGroup(restart_delay_seconds=RESTART_DELAY_SECONDS, logger=log)
+        if self.options.planner:
+            group.add("planner", self.planner.run, stop=self.planner.stop)
+        if self.options.dispatcher:
+            group.add("dispatcher", self.dispatcher.run, drain=self.dispatcher.stop)
+        depth = WorkerLoop(
+            "queue-depth",
+            self._count_due,
+            idle_seconds=QUEUE_DEPTH_PERIOD_SECONDS,
+            backoff_initial_seconds=QUEUE_DEPTH_PERIOD_SECONDS,
+            backoff_max_seconds=QUEUE_DEPTH_PERIOD_SECONDS,
+            logger=log,
+        )
+        group.add("queue-depth", depth.run)
+        if self.relay is not None:
+            group.add("outbox-relay", self.relay.run)
+        if self.tenant_consumer is not None:
+            # Its start can fail (Kafka unreachable): the group starts it again after a delay.
+            group.add("tenant-consumer", self.tenant_consumer.run, stop=self.tenant_consumer.stop)
+        if self.retention is not None:
+            group.add("retention", self.retention.run, stop=self.retention.stop)
+        return group
+
     async def run(self) -> None:
         publisher = self.container.publisher
         await publisher.start()  # before the dispatcher and the relay use it
         await self.container.start_tenants()  # before the planner's first pass
         try:
-            if self.options.planner:
-                self._spawn(self.planner.run(), "planner")
-            if self.options.dispatcher:
-                self._spawn(self.dispatcher.run(), "dispatcher")
-            self._spawn(self._depth_loop(), "queue-depth")
-            if self.relay is not None:
-                self._spawn(self.relay.run(), "outbox-relay")
-            if self.tenant_consumer is not None:
-                self._spawn(self._supervised(self.tenant_consumer, "tenant-consumer"), "tenants")
-            if self.retention is not None:
-                self._spawn(self.retention.run(), "retention")
-            # Other workers from the composition root: run until cancelled.
-            for factory in self.container.workers:
-                self._spawn(factory(self.container).run(), "worker")
-            await self._stopped.wait()
+            await self._workers.run()
         finally:
-            for t in self._tasks:
-                t.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.container.stop_tenants()
             await publisher.stop()  # after every user of it
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        self._tasks.append(asyncio.create_task(coro, name=name))
-
-    async def _supervised(self, worker: Worker, name: str) -> None:
-        """Run a worker whose start can fail (Kafka unreachable), again after a delay."""
-        while True:
-            try:
-                await worker.run()
-                return
-            except Exception as exc:
-                log.warning(
-                    "%s stopped (%r); restarting in %.0f s", name, exc, RESTART_DELAY_SECONDS
-                )
-                await asyncio.sleep(RESTART_DELAY_SECONDS)
-
     async def stop(self, grace_seconds: float = 10.0) -> None:
-        self.planner.stop()
-        if self.tenant_consumer is not None:
-            self.tenant_consumer.stop()
-        if self.retention is not None:
-            self.retention.stop()
-        if self.options.dispatcher:
-            await self.dispatcher.stop(grace_seconds)
-        self._stopped.set()
+        await self._workers.stop(grace_seconds)
         await self.deliverer.close()
 
-    async def _depth_loop(self) -> None:
-        while True:
-            try:
-                async with self.store.transaction() as tx:
-                    self.metrics.due.set(await tx.count_due(self.container.clock()))
-            except Exception as exc:
-                if not _is_transient(exc):
-                    raise
-            await asyncio.sleep(QUEUE_DEPTH_PERIOD_SECONDS)
+    async def _count_due(self) -> float | None:
+        async with self.uows() as uow:
+            self.metrics.due.set(await uow.runs.count_due(self.container.clock()))
+        return None

@@ -1,11 +1,12 @@
 """The tenant-state consumer: platform-events and billing-entitlements into the projections.
 
 Loop: poll a batch (at most `max_batch` records), decode, apply the whole batch in ONE
-transaction (service_layer.tenant_state.apply_events: deduplicated by event id in the same
+transaction (service_layer.tenant_events.apply_events: deduplicated by event id in the same
 transaction), THEN commit the offsets. A crash between the two redelivers the batch, which the
 dedup table turns into no-ops. A database error retries the SAME batch with bounded backoff
 (polling on would commit offsets past events never applied). A record that is not an envelope is
-logged and skipped. Once a day of processing time the dedup table is pruned.
+logged and skipped. The dedup table is pruned by the retention worker only
+(SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS).
 
     worker = TenantConsumerWorker.from_container(container, bus=in_process_bus)
     task = asyncio.create_task(worker.run()); ...; worker.stop()
@@ -13,35 +14,30 @@ logged and skipped. Once a day of processing time the dedup table is pruned.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from eventbus import ConsumeError, Consumer, EnvelopeError, InProcessBus, Record, decode
 from eventbus import make_consumer as make_bus_consumer
-from scheduler.adapters.db.tenant_store import (
-    PROCESSED_RETENTION,
-    SqlTenantUnitOfWorkFactory,
-    TenantProjectionCache,
-)
+from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.bootstrap import Container
 from scheduler.domain.tenant import (
     BILLING_ENTITLEMENTS_TOPIC,
     PLATFORM_EVENTS_TOPIC,
     Entitlements,
 )
-from scheduler.service_layer.tenant_state import BatchReport, apply_events
+from scheduler.service_layer.tenant_events import BatchReport, apply_events
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.tenant_consumer")
 
 TOPICS = (PLATFORM_EVENTS_TOPIC, BILLING_ENTITLEMENTS_TOPIC)
 GROUP_ID = "scheduler-tenant-state"
 MAX_BATCH = 200  # records per transaction: bounds lock time when a downgrade pauses schedules
-PRUNE_EVERY = timedelta(hours=1)
-PRUNE_LIMIT = 10_000  # ids forgotten per prune: bounded delete
 
 
 def defaults_from(container: Container) -> Entitlements:
@@ -70,7 +66,7 @@ class TenantConsumerWorker:
     def __init__(
         self,
         consumer: Consumer,
-        uow_factory: SqlTenantUnitOfWorkFactory,
+        uow_factory: UnitOfWorkFactory,
         clock: Callable[[], datetime],
         *,
         defaults: Entitlements,
@@ -91,10 +87,17 @@ class TenantConsumerWorker:
         self.on_batch = on_batch
         self.max_batch = max_batch
         self.poll_seconds = poll_seconds
-        self.retry_initial = retry_initial_seconds
-        self.retry_max = retry_max_seconds
-        self._stop = asyncio.Event()
-        self._last_prune: datetime | None = None
+        # Stopped with a batch unapplied, the loop leaves its offsets uncommitted.
+        self._unapplied: list[dict[str, Any]] | None = None
+        self.loop = WorkerLoop(
+            "tenant consumer",
+            self.step,
+            idle_seconds=0.0,
+            backoff_initial_seconds=retry_initial_seconds,
+            backoff_max_seconds=retry_max_seconds,
+            outage="bus or database unavailable",
+            logger=log,
+        )
 
     @classmethod
     def from_container(
@@ -122,43 +125,37 @@ class TenantConsumerWorker:
         )
 
     def stop(self) -> None:
-        self._stop.set()
+        self.loop.stop()
 
     async def run(self) -> None:
         await self.consumer.start()
         try:
-            while not self._stop.is_set():
-                try:
-                    records = await self.consumer.poll(
-                        max_records=self.max_batch, timeout_seconds=self.poll_seconds
-                    )
-                except ConsumeError as exc:
-                    log.warning("tenant consumer: poll failed (%s); retrying", exc)
-                    await self._sleep(self.retry_max)
-                    continue
-                if not records:
-                    continue
-                if not await self._apply_until_done(decode_records(records)):
-                    return  # stopped before the batch was applied: leave it uncommitted
-                await self._commit_offsets()
-                await self._after_batch()
+            await self.loop.run()
         finally:
             await self.consumer.stop()
 
-    async def _apply_until_done(self, events: list[dict[str, Any]]) -> bool:
-        delay = self.retry_initial
-        while not self._stop.is_set():
-            try:
-                report = await apply_events(self.uow_factory(), events, self.clock(), self.defaults)
-            except Exception as exc:  # database down, a concurrent edit: the same batch again
-                log.warning("tenant consumer: applying a batch failed (%r); retrying", exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, self.retry_max)
-                continue
-            if self.on_batch is not None:
-                self.on_batch(report)
-            return True
-        return False
+    async def step(self) -> float:
+        """Poll a batch unless one is still unapplied, apply it, then commit the offsets. A
+        failed poll or apply raises (the loop backs off); the unapplied batch is kept, so the
+        same batch is applied next, never skipped."""
+        if self._unapplied is None:
+            records = await self.consumer.poll(
+                max_records=self.max_batch, timeout_seconds=self.poll_seconds
+            )
+            if not records:
+                return 0.0  # the poll itself waited up to poll_seconds
+            self._unapplied = decode_records(records)
+        report = await apply_events(
+            self.uow_factory(), self._unapplied, self.clock(), self.defaults
+        )
+        self._unapplied = None
+        if self.on_batch is not None:
+            self.on_batch(report)
+        await self._commit_offsets()
+        if self.cache is not None:
+            with contextlib.suppress(Exception):
+                await self.cache.refresh()
+        return 0.0
 
     async def _commit_offsets(self) -> None:
         try:
@@ -166,21 +163,3 @@ class TenantConsumerWorker:
         except ConsumeError as exc:
             # Harmless: the batch is redelivered and deduplicated.
             log.warning("tenant consumer: offset commit failed (%s)", exc)
-
-    async def _after_batch(self) -> None:
-        if self.cache is not None:
-            with contextlib.suppress(Exception):
-                await self.cache.refresh()
-        now = self.clock()
-        if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY:
-            self._last_prune = now
-            try:
-                async with self.uow_factory() as uow:
-                    await uow.tenants.prune_processed(now - PROCESSED_RETENTION, PRUNE_LIMIT)
-                    await uow.commit()
-            except Exception as exc:
-                log.warning("tenant consumer: pruning processed ids failed (%r)", exc)
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), seconds)

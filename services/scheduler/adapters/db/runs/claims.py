@@ -1,0 +1,231 @@
+"""The dispatcher's queries: tenant-fair lease acquisition, what an attempt needs of each
+schedule, the overlap check, lease extension, the sleep probe and the queue depth."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from scheduler.adapters.db.run_tables import DUE_STATUSES_SQL, LEASED_SQL, runs
+from scheduler.adapters.db.runs.base import RunSql
+from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
+from scheduler.adapters.db.runs.sql_postgres import INDEX_PATHS_ONLY
+from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.types import UTCDateTime
+from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
+from scheduler.domain.run import Run, RunStatus
+from scheduler.domain.schedule import Target
+from scheduler.service_layer.run_ports import DeliverySpec
+
+# The claim's per-row re-check (see sql_postgres.INDEX_PATHS_ONLY for why it is not
+# DUE_STATUSES_SQL).
+DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
+# Fair claims rank tenants within the oldest `limit x 8` due runs (at least 200, at most 2,000):
+# bounded work per claim (an index range scan of the due index), whatever the backlog.
+FAIR_WINDOW_FACTOR = 8
+FAIR_WINDOW_MIN = 200
+FAIR_WINDOW_MAX = 2000
+_UNFINISHED = (RunStatus.PENDING, RunStatus.IN_PROGRESS, RunStatus.RETRYING)
+
+
+class Claims(RunSql):
+    async def acquire_due_runs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Run]:
+        claimed: list[Run] = []
+        # Tenant-fair first: among the oldest due runs (a bounded window of the due index), take
+        # each tenant's oldest before anyone's second, so one tenant's burst of runs cannot all
+        # go before another tenant's. Ranking needs a window function, which cannot carry FOR
+        # UPDATE, so the chosen ids are then locked with SKIP LOCKED (and re-checked as due).
+        window = (
+            sa.select(runs.c.id, runs.c.tenant_id, runs.c.next_attempt_at)
+            .where(sa.text(DUE_STATUSES_SQL))
+            .where(runs.c.next_attempt_at <= now)
+            .order_by(runs.c.next_attempt_at)
+            .limit(min(max(limit * FAIR_WINDOW_FACTOR, FAIR_WINDOW_MIN), FAIR_WINDOW_MAX))
+            .subquery("w")
+        )
+        turn = sa.func.row_number().over(
+            partition_by=window.c.tenant_id, order_by=(window.c.next_attempt_at, window.c.id)
+        )
+        ranked = sa.select(window.c.id, window.c.next_attempt_at, turn.label("turn")).subquery("r")
+        fair = (
+            sa.select(ranked.c.id)
+            .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
+            .limit(limit)
+        )
+        chosen: sa.Select[Any]
+        if self.is_postgres:
+            # Lock the chosen runs one by one through the primary key (LATERAL), re-checked as
+            # due; and walk the due index in order, stopping at the window. Statistics are
+            # stale in exactly the case that matters (a burst of new due runs), and with them
+            # the planner would otherwise hash- or bitmap-scan EVERY due run on each claim.
+            await self.conn.execute(INDEX_PATHS_ONLY)
+            picks = fair.cte("picks")
+            lock = (
+                sa.select(runs.c.id)
+                .where(runs.c.id == picks.c.id)
+                .where(sa.text(DUE_RECHECK_SQL))
+                .where(runs.c.next_attempt_at <= now)
+                .with_for_update(skip_locked=True)
+                .lateral("locked")
+            )
+            chosen = sa.select(lock.c.id).select_from(picks).join(lock, sa.true())
+        else:  # one writer: nothing to lock
+            chosen = (
+                sa.select(runs.c.id)
+                .where(runs.c.id.in_(fair))
+                .where(sa.text(DUE_STATUSES_SQL))
+                .where(runs.c.next_attempt_at <= now)
+            )
+        claimed += await self._claim(chosen, owner, now, lease_until)
+        if len(claimed) < limit:
+            # Another replica locked some of the fair choice: fall back to the oldest due runs
+            # nobody holds, so replicas never idle while work is due.
+            oldest = (
+                sa.select(runs.c.id)
+                .where(sa.text(DUE_STATUSES_SQL))
+                .where(runs.c.next_attempt_at <= now)
+                .order_by(runs.c.next_attempt_at)
+                .limit(limit - len(claimed))
+                .with_for_update(skip_locked=True)
+            )
+            claimed += await self._claim(oldest, owner, now, lease_until)
+        if len(claimed) < limit:
+            # Runs whose worker died: their lease expired while in_progress.
+            expired = (
+                sa.select(runs.c.id)
+                .where(sa.text(LEASED_SQL))
+                .where(runs.c.lease_expires_at <= now)
+                .order_by(runs.c.lease_expires_at)
+                .limit(limit - len(claimed))
+                .with_for_update(skip_locked=True)
+            )
+            claimed += await self._claim(expired, owner, now, lease_until)
+        return claimed
+
+    async def _claim(
+        self, ids: sa.Select[Any], owner: str, now: datetime, lease_until: datetime
+    ) -> list[Run]:
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.id.in_(ids.scalar_subquery()))
+            .values(
+                status=RunStatus.IN_PROGRESS.value,
+                lease_owner=owner,
+                lease_expires_at=lease_until,
+                next_attempt_at=None,
+                started_at=sa.func.coalesce(runs.c.started_at, sa.literal(now, UTCDateTime())),
+            )
+            .returning(*runs.c)
+        )
+        result = await self.conn.execute(stmt)
+        return [row_to_run(r) for r in result]
+
+    async def delivery_specs(
+        self, schedule_ids: Sequence[str], now: datetime
+    ) -> dict[str, DeliverySpec]:
+        if not schedule_ids:
+            return {}
+        q = sa.select(
+            schedules.c.id,
+            schedules.c.tenant_id,
+            schedules.c.name,
+            schedules.c.action,
+            schedules.c.state,
+            schedules.c.deleted_at,
+            schedules.c.target,
+            schedules.c.retry_policy,
+            schedules.c.overlap_policy,
+            schedules.c.secret_ciphertext,
+            schedules.c.previous_secret_ciphertext,
+            schedules.c.previous_secret_expires_at,
+        ).where(self._in(schedules.c.id, sorted(set(schedule_ids))))
+        out: dict[str, DeliverySpec] = {}
+        for r in await self.conn.execute(q):
+            secrets = [self.box.decrypt(r.secret_ciphertext, associated=r.id)]
+            if r.previous_secret_ciphertext is not None and (
+                r.previous_secret_expires_at is not None and r.previous_secret_expires_at > now
+            ):
+                secrets.append(self.box.decrypt(r.previous_secret_ciphertext, associated=r.id))
+            out[r.id] = DeliverySpec(
+                schedule_id=r.id,
+                tenant_id=r.tenant_id,
+                name=r.name,
+                action=Action(r.action),
+                active=r.state == ScheduleState.ACTIVE.value,
+                deleted=r.deleted_at is not None,
+                target=None if r.target is None else Target(**r.target),
+                retry_policy=RetryPolicy(**r.retry_policy),
+                overlap_policy=OverlapPolicy(r.overlap_policy),
+                secrets=tuple(secrets),
+            )
+        return out
+
+    async def earlier_unfinished(self, candidates: Sequence[Run]) -> set[str]:
+        if not candidates:
+            return set()
+        r = runs.alias("r")
+        e = runs.alias("e")
+        earlier = (
+            sa.select(sa.literal(1))
+            .select_from(e)
+            .where(e.c.schedule_id == r.c.schedule_id)
+            .where(e.c.scheduled_for < r.c.scheduled_for)
+            .where(e.c.status.in_([s.value for s in _UNFINISHED]))
+            .where(e.c.id != r.c.id)
+        )
+        q = sa.select(r.c.id).where(self._in(r.c.id, [c.id for c in candidates]))
+        q = q.where(earlier.exists())
+        return {row[0] for row in await self.conn.execute(q)}
+
+    async def extend_run_leases(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
+        if not leases:
+            return 0
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.id == sa.bindparam("b_id"))
+            .where(runs.c.lease_owner == sa.bindparam("b_owner"))
+            .where(sa.text(LEASED_SQL))
+        )
+        await self.conn.execute(
+            stmt,
+            # Id order, like the settle write: two transactions never wait on each other in a cycle.
+            [{"b_id": i, "b_owner": o, "lease_expires_at": until} for i, o in sorted(leases)],
+        )
+        return len(leases)
+
+    async def next_run_due_at(self) -> datetime | None:
+        # First rows of the two partial indexes (ORDER BY ... LIMIT 1: see next_schedule_due_at).
+        due = (
+            sa.select(runs.c.next_attempt_at)
+            .where(sa.text(DUE_STATUSES_SQL))
+            .where(runs.c.next_attempt_at.is_not(None))
+            .order_by(runs.c.next_attempt_at)
+            .limit(1)
+        )
+        leased = (
+            sa.select(runs.c.lease_expires_at)
+            .where(sa.text(LEASED_SQL))
+            .where(runs.c.lease_expires_at.is_not(None))
+            .order_by(runs.c.lease_expires_at)
+            .limit(1)
+        )
+        row = await self.conn.execute(sa.select(due.scalar_subquery(), leased.scalar_subquery()))
+        first, second = row.one()
+        found = [t for t in (as_datetime(first), as_datetime(second)) if t is not None]
+        return min(found) if found else None
+
+    async def count_due(self, now: datetime) -> int:
+        q = (
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(sa.text(DUE_STATUSES_SQL))
+            .where(runs.c.next_attempt_at <= now)
+        )
+        return int((await self.conn.execute(q)).scalar_one())
+
+    # ---- API -----------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""The planner's queries: due schedules locked for a pass, the overlap check, run inserts,
+next_run_at updates, the planner's sleep probe and the max_runs_per_day counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from scheduler.adapters.db.run_tables import UNFINISHED_SQL, runs
+from scheduler.adapters.db.runs.base import RunSql
+from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
+from scheduler.adapters.db.tables import schedules
+from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
+from scheduler.domain.run import Run
+from scheduler.service_layer.run_ports import ScheduleToPlan
+
+ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"  # ix_schedules_due's predicate
+
+
+class PlannerQueries(RunSql):
+    async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]:
+        q = (
+            sa.select(
+                schedules.c.id,
+                schedules.c.tenant_id,
+                schedules.c.cron,
+                schedules.c.timezone,
+                schedules.c.misfire_policy,
+                schedules.c.overlap_policy,
+                schedules.c.next_run_at,
+                schedules.c.payload,
+            )
+            .where(sa.text(ACTIVE_LIVE_SQL))
+            .where(schedules.c.next_run_at <= horizon)
+            .order_by(schedules.c.next_run_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        result = await self.conn.execute(q)
+        return [
+            ScheduleToPlan(
+                id=r.id,
+                tenant_id=r.tenant_id,
+                cron=r.cron,
+                timezone=r.timezone,
+                misfire_policy=MisfirePolicy(r.misfire_policy),
+                overlap_policy=OverlapPolicy(r.overlap_policy),
+                next_run_at=r.next_run_at,
+                payload=r.payload,
+            )
+            for r in result
+        ]
+
+    async def unfinished_schedule_ids(self, schedule_ids: Sequence[str]) -> set[str]:
+        if not schedule_ids:
+            return set()
+        q = (
+            sa.select(runs.c.schedule_id)
+            .where(self._in(runs.c.schedule_id, list(schedule_ids)))
+            .where(sa.text(UNFINISHED_SQL))
+            .distinct()
+        )
+        return {r[0] for r in await self.conn.execute(q)}
+
+    async def insert_runs(self, new_runs: Sequence[Run]) -> int:
+        if not new_runs:
+            return 0
+        stmt = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
+        result = await self.conn.execute(stmt, [run_to_row(r) for r in new_runs])
+        return len(result.all())
+
+    async def set_next_run_at(self, updates: Sequence[tuple[str, datetime | None]]) -> None:
+        if not updates:
+            return
+        stmt = sa.update(schedules).where(schedules.c.id == sa.bindparam("b_id"))
+        await self.conn.execute(stmt, [{"b_id": i, "next_run_at": t} for i, t in updates])
+
+    async def next_schedule_due_at(self) -> datetime | None:
+        # ORDER BY ... LIMIT 1, not min(): with stale statistics PostgreSQL aggregated min()
+        # over every active schedule (10,000 index entries, 5-9 ms per planner sleep).
+        q = (
+            sa.select(schedules.c.next_run_at)
+            .where(sa.text(ACTIVE_LIVE_SQL))
+            .where(schedules.c.next_run_at.is_not(None))
+            .order_by(schedules.c.next_run_at)
+            .limit(1)
+        )
+        return as_datetime((await self.conn.execute(q)).scalar())
+
+    async def count_runs_by_tenant(
+        self, tenant_ids: Sequence[str], start: datetime, end: datetime
+    ) -> dict[str, int]:
+        if not tenant_ids:
+            return {}
+        q = (
+            sa.select(runs.c.tenant_id, sa.func.count())
+            .where(
+                runs.c.tenant_id.in_(sorted(set(tenant_ids))),
+                runs.c.scheduled_for >= start,
+                runs.c.scheduled_for < end,
+                runs.c.status != "skipped",
+            )
+            .group_by(runs.c.tenant_id)
+        )
+        return {str(t): int(n) for t, n in (await self.conn.execute(q)).all()}

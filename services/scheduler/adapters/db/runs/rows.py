@@ -1,0 +1,61 @@
+"""Row mapping of the runs table: a Run to its row and back, and datetimes read back from
+scalar subqueries (SQLite returns them as text)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from scheduler.adapters.db.types import UTCDateTime
+from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
+
+
+def run_to_row(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "tenant_id": run.tenant_id,
+        "schedule_id": run.schedule_id,
+        "scheduled_for": run.scheduled_for,
+        "trigger": run.trigger.value,
+        "status": run.status.value,
+        "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
+        "attempt_count": run.attempt_count,
+        "next_attempt_at": run.next_attempt_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "lease_owner": run.lease_owner,
+        "lease_expires_at": run.lease_expires_at,
+        "payload": run.payload,
+        "created_at": run.created_at,
+    }
+
+
+def row_to_run(row: Any) -> Run:
+    m = row._mapping
+    return Run(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        schedule_id=m["schedule_id"],
+        scheduled_for=m["scheduled_for"],
+        trigger=Trigger(m["trigger"]),
+        status=RunStatus(m["status"]),
+        skip_reason=None if m["skip_reason"] is None else SkipReason(m["skip_reason"]),
+        attempt_count=m["attempt_count"],
+        next_attempt_at=m["next_attempt_at"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        created_at=m["created_at"],
+        payload=m["payload"],
+        lease_owner=m["lease_owner"],
+        lease_expires_at=m["lease_expires_at"],
+    )
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """Scalar subqueries bypass the column type on SQLite: parse the stored text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return UTCDateTime().process_result_value(value, None)  # type: ignore[arg-type]
+    assert isinstance(value, datetime)
+    return UTCDateTime().process_result_value(value, None)  # type: ignore[arg-type]

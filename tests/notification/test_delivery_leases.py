@@ -1,0 +1,115 @@
+"""The delivery lease discipline: a completion is written only under the lease it was made
+under, leases are renewed while attempts run, and two replicas on one database deliver every
+delivery once (redelivering only after a lost lease)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from notification.service_layer.dispatch import DeliveryDispatcher
+from notification.service_layer.ports import Clock
+from tests.notification.api import deliveries, subscribe
+from tests.notification.conftest import Harness, Receiver
+from tests.notification.dispatch import deliver_due
+from tests.notification.events import publish, schedule_event
+from tests.notification.replica_fault import run_two_replicas
+from tests.support.pg import fresh_postgres_database
+
+
+def real_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def another_dispatcher(
+    h: Harness, clock: Clock | None = None, **settings: Any
+) -> DeliveryDispatcher:
+    """A second dispatcher on the same database, as another replica would run it."""
+    d = h.app.container.dispatcher
+    return DeliveryDispatcher(
+        d.store,
+        d.client,
+        d.subscriptions,
+        d.backoff,
+        d.health_policy,
+        clock or d.clock,
+        on_endpoint_disabled=d.on_endpoint_disabled,
+        settings=replace(d.settings, **settings),
+    )
+
+
+async def one_due_delivery(h: Harness, receiver: Receiver) -> dict[str, Any]:
+    sub = await subscribe(h, receiver.url)
+    _, raw = schedule_event("t1", "schedule.run.failed")
+    await publish(h.bus, "schedule-events", raw)
+    assert await h.app.events.run_once() == 1
+    return sub
+
+
+async def test_completion_after_lease_loss_is_dropped_not_written(
+    harness: Harness, receiver: Receiver
+) -> None:
+    h = harness
+    sub = await one_due_delivery(h, receiver)
+    first, second = h.app.container.dispatcher, another_dispatcher(h)
+    receiver.delays = [1.0]  # the first attempt answers after the second one
+    assert (await first.pump())[0] == 1
+    await asyncio.wait_for(receiver.arrived.wait(), 10)
+    h.clock.advance(seconds=h.settings.dispatch_lease_seconds + 1)  # its lease ran out
+
+    assert await deliver_due(second) == 1  # the other replica redoes it and writes
+    await first.drain()  # the late result finds the lease taken over: dropped
+
+    assert (first.dropped, second.dropped) == (1, 0)
+    [row] = await deliveries(h, sub["id"])
+    assert row["status"] == "succeeded"
+    assert row["attempt_count"] == 1
+    assert [a["number"] for a in row["attempts"]] == [1]
+    assert len(receiver.requests) == 2  # at-least-once, same X-Webhook-Id
+    assert len({hdrs["X-Webhook-Id"] for hdrs, _ in receiver.requests}) == 1
+
+
+async def test_lease_is_extended_while_an_attempt_is_slow(
+    harness: Harness, receiver: Receiver
+) -> None:
+    h = harness
+    sub = await one_due_delivery(h, receiver)
+    lease = 1.2
+    first = another_dispatcher(h, real_clock, lease_seconds=lease, idle_seconds=0.05)
+    second = another_dispatcher(h, real_clock, lease_seconds=lease)
+    receiver.delays = [3 * lease]  # outlives the lease three times over
+    running = asyncio.create_task(first.run())
+    try:
+        await asyncio.wait_for(receiver.arrived.wait(), 10)
+        for _ in range(12):  # the lease would have expired ~3 times without renewal
+            await asyncio.sleep(lease / 4)
+            assert (await second.pump())[0] == 0
+        await first.stop(grace_seconds=10)
+    finally:
+        await running
+    assert len(receiver.requests) == 1
+    [row] = await deliveries(h, sub["id"])
+    assert row["status"] == "succeeded"
+    assert [a["number"] for a in row["attempts"]] == [1]
+    assert first.dropped == 0
+
+
+@pytest.mark.postgres
+async def test_two_replicas_deliver_each_delivery_once(tmp_path: Path) -> None:
+    async with fresh_postgres_database("notif_replicas") as url:
+        report = await run_two_replicas(url, tmp_path, 300, lease_seconds=3.0)
+    assert report.failures_logged == []
+    assert report.missing == 0
+    assert report.not_terminal == 0
+    assert report.by_status == {"succeeded": 300}
+    assert report.attempt_count_mismatches == 0
+    assert report.attempt_rows == 300
+    assert report.slow_answers > 0  # the fault happened
+    # A delivery is POSTed again only when a lease was lost, and then its first result was
+    # dropped: every redelivery is one dropped completion.
+    assert report.duplicate_requests == report.dropped_completions
