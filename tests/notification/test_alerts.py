@@ -18,6 +18,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
+from notification.domain.alerts import Channel, InvalidAlertRequest, parse_alert_request
 from tests.notification.conftest import Harness, token
 from tests.notification.events import publish
 from tests.support.processes import free_port
@@ -206,3 +207,28 @@ async def test_starttls_and_auth_from_url(tmp_path: Path) -> None:
         controller.stop()
     assert auth.logins == [(b"alerts@x", b"s3cret")]
     assert inbox.messages[0][1]["Subject"] == "hi"
+
+
+def test_alert_request_shapes() -> None:
+    bare = {
+        "tenant_id": "t1",
+        "channels": ["in_app"],
+        "template": "schedule_auto_paused",
+        "data": {"schedule_name": "n"},
+    }
+    parsed = parse_alert_request(bare, "notification-requests:0:7")
+    assert parsed.id == "notification-requests:0:7"
+    assert parsed.channels == frozenset({Channel.IN_APP})
+    wrapped = {"id": "evt_1", "type": "x", "tenant_id": "t1", "time": "t", "data": bare}
+    assert parse_alert_request(wrapped, "pos").id == "evt_1"
+    defaulted = parse_alert_request({"tenant_id": "t", "template": "x"}, "p")
+    assert defaulted.channels == frozenset(Channel)
+    for bad in [
+        [],
+        {"template": "x"},
+        {"tenant_id": "t", "template": "../etc"},
+        {"tenant_id": "t", "template": "x", "channels": ["sms"]},
+        {"tenant_id": "t", "template": "x", "data": []},
+    ]:
+        with pytest.raises(InvalidAlertRequest):
+            parse_alert_request(bad, "p")

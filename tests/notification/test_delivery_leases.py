@@ -86,17 +86,39 @@ async def test_lease_is_extended_while_an_attempt_is_slow(
     running = asyncio.create_task(first.run())
     try:
         await asyncio.wait_for(receiver.arrived.wait(), 10)
+        taken = 0
         for _ in range(12):  # the lease would have expired ~3 times without renewal
             await asyncio.sleep(lease / 4)
-            assert (await second.pump())[0] == 0
-        await first.stop(grace_seconds=10)
+            taken += (await second.pump())[0]
     finally:
+        await first.stop(grace_seconds=10)
         await running
+        await second.stop(grace_seconds=10)
+    assert taken == 0
     assert len(receiver.requests) == 1
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "succeeded"
     assert [a["number"] for a in row["attempts"]] == [1]
     assert first.dropped == 0
+
+
+async def test_stop_releases_the_attempts_that_outlive_the_grace(
+    harness: Harness, receiver: Receiver
+) -> None:
+    h = harness
+    sub = await one_due_delivery(h, receiver)
+    first, second = h.app.container.dispatcher, another_dispatcher(h)
+    receiver.delays = [2.0]
+    running = asyncio.create_task(first.run())
+    await asyncio.wait_for(receiver.arrived.wait(), 10)
+    await first.stop(grace_seconds=0.1)
+    await running
+    assert first.held == 0
+    # Released, not left to its lease: due again at once (the clock has not moved).
+    assert await deliver_due(second) == 1
+    [row] = await deliveries(h, sub["id"])
+    assert row["status"] == "succeeded"
+    assert [a["number"] for a in row["attempts"]] == [1]  # the cancelled attempt is not counted
 
 
 @pytest.mark.postgres

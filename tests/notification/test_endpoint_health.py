@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import email
 import email.policy
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from notification.domain.deliveries import (
+    EndpointHealth,
+    EndpointHealthPolicy,
+    StreakChange,
+    streak_changes,
+)
 from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, Receiver, token
 from tests.notification.dispatch import deliver_due
@@ -105,3 +112,37 @@ async def test_reenabling_restarts_the_streak(
     receiver.statuses = [500]
     await deliver_one(h)
     assert (await sub_state(h, sub["id"]))["enabled"] is True
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_endpoint_health_rule() -> None:
+    policy = EndpointHealthPolicy(disable_after_seconds=5 * 86400, min_consecutive_failures=3)
+    [two] = streak_changes([("s", False, T0 + timedelta(days=1)), ("s", False, T0)])
+    h = two.applied_to(EndpointHealth(None, 0))
+    assert h == EndpointHealth(T0, 2)
+    assert not policy.should_disable(
+        h.failing_since, h.consecutive_failures, T0 + timedelta(days=9)
+    )
+    [one] = streak_changes([("s", False, T0 + timedelta(days=2))])
+    h = one.applied_to(h)
+    assert h == EndpointHealth(T0, 3)  # adds to the streak it found
+    assert not policy.should_disable(
+        h.failing_since, 3, T0 + timedelta(days=5) - timedelta(seconds=1)
+    )
+    assert policy.should_disable(h.failing_since, 3, T0 + timedelta(days=5))
+    [ok] = streak_changes([("s", True, T0 + timedelta(days=3))])
+    assert ok.clears
+    assert ok.applied_to(h) == EndpointHealth(None, 0)
+
+
+def test_streak_change_counts_from_the_last_success_in_start_order() -> None:
+    t = [T0 + timedelta(seconds=i) for i in range(4)]
+    changes = streak_changes(
+        [("a", False, t[3]), ("a", True, t[1]), ("a", False, t[0]), ("a", False, t[2])]
+    )
+    assert changes == [StreakChange("a", 2, t[2], True)]
+    prior = EndpointHealth(T0 - timedelta(days=9), 40)
+    assert changes[0].applied_to(prior) == EndpointHealth(t[2], 2)
+    assert not changes[0].clears

@@ -23,7 +23,6 @@ from notification.adapters.tables import (
 )
 from notification.domain.deliveries import DeliveryStatus
 from notification.service_layer.ports import (
-    AttemptRecord,
     DeliveryRecord,
     EmailRecord,
     NewDelivery,
@@ -32,6 +31,7 @@ from notification.service_layer.ports import (
     SubscriptionRecord,
 )
 from servicekit.pagination import Cursor
+from webhookdeliver import AttemptRecord
 
 SUBSCRIPTION_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
 _UPDATABLE = {

@@ -15,9 +15,13 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from notification.adapters.db import UTCDateTime
+
+# The statuses a delivery can be claimed in (domain.deliveries.DUE_STATES).
+DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"
 
 metadata = MetaData(
     naming_convention={
@@ -75,7 +79,13 @@ webhook_deliveries = Table(
     Column("finished_at", UTCDateTime, nullable=True),
     # The fan-out invariant: one delivery per (event, subscription), whatever re-reads happen.
     UniqueConstraint("event_id", "subscription_id", name="uq_webhook_deliveries_event_sub"),
-    Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    # The claim walks due deliveries in next_attempt_at order (migration 0003).
+    Index(
+        "ix_webhook_deliveries_due_at",
+        "next_attempt_at",
+        postgresql_where=text(DUE_STATUSES_SQL),
+        sqlite_where=text(DUE_STATUSES_SQL),
+    ),
     Index("ix_webhook_deliveries_sub_created", "subscription_id", "created_at", "id"),
     # Retention (migration 0002): finished deliveries, oldest first.
     Index("ix_webhook_deliveries_finished", "finished_at"),

@@ -40,7 +40,6 @@ from prometheus_client import Counter, Histogram
 
 from notification.domain.deliveries import DeliveryStatus, EndpointHealthPolicy
 from notification.service_layer.ports import (
-    AttemptRecord,
     ClaimedDelivery,
     Clock,
     DeliveryCompletion,
@@ -50,7 +49,13 @@ from notification.service_layer.ports import (
 from notification.service_layer.subscriptions import SubscriptionService
 from servicekit.errors import is_transient
 from servicekit.worker import WorkerLoop, busy_or_idle
-from webhookdeliver import BackoffPolicy, Delivery, DeliveryResult
+from webhookdeliver import (
+    AttemptRecord,
+    BackoffPolicy,
+    Delivery,
+    DeliveryResult,
+    bound_error_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +71,6 @@ ENDPOINTS_DISABLED = Counter(
     "notification_endpoints_disabled_total", "Subscriptions disabled by the health rule"
 )
 DISABLED_REASON = "endpoint_failing"
-
-# Attempt columns are bounded so one chatty endpoint cannot bloat the log.
-MAX_ERROR_CHARS = 500
-MAX_EXCERPT_CHARS = 1024
 
 
 class DeliveryClient(Protocol):
@@ -149,6 +150,8 @@ class DeliveryDispatcher:
         self.settings = settings or DispatchSettings()
         self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
         self.rng = rng or random.Random()
+        self.written = 0
+        """Completions written (attempts recorded)."""
         self.dropped = 0
         """Completions not written because their lease had been taken over."""
         self._held: dict[str, _Held] = {}
@@ -220,6 +223,7 @@ class DeliveryDispatcher:
             self._forget(batch)
             return len(batch)
         self._forget(batch)
+        self.written += len(report.written)
         lost = len(batch) - len(report.written)
         if lost:
             self.dropped += lost
@@ -300,15 +304,7 @@ class DeliveryDispatcher:
         self, claimed: ClaimedDelivery, owner: str, result: DeliveryResult
     ) -> DeliveryCompletion:
         round_started = claimed.round_started_at or result.started_at
-        attempt = AttemptRecord(
-            number=claimed.attempt_count + 1,
-            started_at=result.started_at,
-            duration_ms=round(result.duration_ms),
-            status_code=result.status_code,
-            error_kind=str(result.error_kind) if result.error_kind else None,
-            error_message=(result.error_message or "")[:MAX_ERROR_CHARS] or None,
-            response_excerpt=(result.response_excerpt or "")[:MAX_EXCERPT_CHARS] or None,
-        )
+        attempt = AttemptRecord.of(claimed.attempt_count + 1, result)
 
         def done(
             status: DeliveryStatus, next_at: datetime | None = None, error: str | None = None
@@ -327,7 +323,7 @@ class DeliveryDispatcher:
 
         if result.ok:
             return done(DeliveryStatus.SUCCEEDED)
-        error = f"{result.error_kind}: {result.error_message}"[:MAX_ERROR_CHARS]
+        error = bound_error_message(f"{result.error_kind}: {result.error_message}")
         delay = None
         now = self.clock()
         if result.retryable:
@@ -351,7 +347,6 @@ class DeliveryDispatcher:
         return 0.0 if claimed and claimed == asked else None
 
     async def _lease_step(self) -> float | None:
-        return None  # MUTATION
         await self.extend_leases_once()
         return None
 

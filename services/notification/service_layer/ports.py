@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from notification.domain.deliveries import EndpointHealth
 from servicekit.pagination import Cursor
+from webhookdeliver import AttemptRecord
 
 Clock = Callable[[], datetime]
 
@@ -35,17 +36,6 @@ class SubscriptionRecord:
     consecutive_failures: int
     created_at: datetime
     updated_at: datetime
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    number: int
-    started_at: datetime
-    duration_ms: int
-    status_code: int | None
-    error_kind: str | None
-    error_message: str | None
-    response_excerpt: str | None
 
 
 @dataclass(frozen=True)

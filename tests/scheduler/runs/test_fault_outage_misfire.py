@@ -57,9 +57,7 @@ WAIT = 60.0  # seconds; generous bound for a loaded 2-core machine
 def options() -> WorkerOptions:
     """Fast polls and short database back-off so the proof takes seconds, not minutes."""
     return WorkerOptions(
-        dispatch=DispatchSettings(
-            idle_poll_seconds=0.1, db_retry_max_seconds=1.0, lease_seconds=30
-        ),
+        dispatch=DispatchSettings(idle_poll_seconds=0.1, retry_max_seconds=1.0, lease_seconds=30),
         planning=PlanningSettings(lookahead=LOOKAHEAD),
         planner_poll_seconds=0.1,
     )

@@ -9,11 +9,11 @@ from typing import Annotated, Any, Generic, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
 from notification.service_layer.ports import (
-    AttemptRecord,
     DeliveryRecord,
     NotificationRecord,
     SubscriptionRecord,
 )
+from webhookdeliver import AttemptRecord
 
 T = TypeVar("T")
 Timestamp = Annotated[datetime, PlainSerializer(lambda d: d.isoformat(), return_type=str)]

@@ -1,0 +1,476 @@
+"""The one delivery discipline of both services: a continuous pipeline over leased work items.
+
+    claim loop --(one task per item)--> attempts --(completion queue)--> writer
+        ^                                                                  |
+        +------------------- capacity freed / wake-up ---------------------+
+
+- The claim loop asks the store for up to `claim_batch` due items, leased under a fresh owner
+  token until now + `lease_seconds`, whenever at least `refill_room` fewer than `held_limit` are
+  held (claims stay large while the items still held keep every slot busy). Otherwise it waits
+  until the earliest due time (`store.next_due_at()`), a `wake()` (new work, or a write that
+  freed capacity) or `idle_poll_seconds` at most.
+- An item comes back either with an attempt to perform (it waits for its key's slot,
+  `per_key_limit` at once per key, then a global one, `concurrency`: a hanging endpoint holds
+  its own key's slots, not the others') or with a completion the store decided at claim time (a
+  skip): that one goes straight to the writer.
+- The writer takes whatever completions have accumulated (up to `write_batch`) and hands them to
+  `store.write` in one call, which compare-and-sets each on its lease and says which were lost
+  (the lease was taken over: that result is dropped, the new holder's stands). A transient error
+  (`servicekit.errors.is_transient`) keeps the batch and retries it with backoff; any other drops
+  it, so one bad batch cannot wedge the writer (those leases expire and the items are redone:
+  at-least-once).
+- A side loop extends the leases of every held item every `lease_seconds / 3`, so a slow attempt
+  keeps its item, and an item whose worker died is due again within `lease_seconds`.
+- `stop(grace)`: stop claiming (a claim under way lands), let attempts in flight finish for up to
+  `grace` seconds, cancel the rest and hand them to `store.release` (due again, no attempt
+  counted), and flush the writer.
+
+The loops are `servicekit.worker.WorkerLoop`s (idle waits, wake-ups, backoff on outages). The
+pipeline does no I/O of its own and knows nothing of what an item is: the service supplies a
+`LeaseStore` (its queries, its attempt, its completion type). Tests drive it step by step with
+`pump()`, `drain()`, `write_once()` and `extend_leases_once()` and an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
+
+from servicekit.errors import is_transient
+from servicekit.worker import Step, WorkerLoop
+
+__all__ = [
+    "MIN_IDLE_SECONDS",
+    "Lease",
+    "LeaseStore",
+    "LeasedPipeline",
+    "PipelineSettings",
+]
+
+T = TypeVar("T")
+C = TypeVar("C")
+Clock = Callable[[], datetime]
+MIN_IDLE_SECONDS = 0.02
+"""Shortest wait after a claim that found due items but got none (another replica holds them
+locked while it commits): do not spin meanwhile."""
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    concurrency: int = 64
+    """Attempts in flight at once (all keys)."""
+    per_key_limit: int = 10
+    """Attempts in flight at once for one concurrency key (an endpoint's host:port)."""
+    claim_batch: int = 100
+    max_claimed: int = 0
+    """Items held (leased, not yet written) at most; 0 means 2 x concurrency."""
+    lease_seconds: float = 30.0
+    idle_poll_seconds: float = 1.0
+    """Longest idle wait of the claim loop (items added by other processes are seen then)."""
+    write_batch: int = 500
+    retry_initial_seconds: float = 0.2
+    """First backoff of a loop whose step failed (the store is unreachable)."""
+    retry_max_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if min(self.concurrency, self.per_key_limit, self.claim_batch, self.write_batch) < 1:
+            raise ValueError("concurrency, per_key_limit, claim_batch and write_batch must be >= 1")
+        if self.lease_seconds <= 0 or self.idle_poll_seconds < 0 or self.max_claimed < 0:
+            raise ValueError("lease_seconds must be > 0, idle_poll_seconds and max_claimed >= 0")
+
+    @property
+    def held_limit(self) -> int:
+        return self.max_claimed or 2 * self.concurrency
+
+    @property
+    def refill_room(self) -> int:
+        """Claim again only once this many items can be taken: half the items held beyond the
+        attempt slots (at least 1, at most half a claim batch). Fewer, larger claims cost less
+        per item, and the items still held keep every slot busy meanwhile."""
+        spare = self.held_limit - self.concurrency
+        return max(1, min(self.claim_batch, spare) // 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease(Generic[T, C]):
+    """One item the store leased to an owner: either `perform` (the attempt, run inside a slot
+    of `key`, producing the completion to write) or `done` (a completion already decided)."""
+
+    id: str
+    item: T
+    key: str = ""
+    perform: Callable[[], Awaitable[C]] | None = None
+    done: C | None = None
+
+    def __post_init__(self) -> None:
+        if (self.perform is None) == (self.done is None):
+            raise ValueError("a lease has exactly one of perform and done")
+
+    @classmethod
+    def attempt(
+        cls, id: str, item: T, key: str, perform: Callable[[], Awaitable[C]]
+    ) -> Lease[T, C]:
+        return cls(id, item, key, perform=perform)
+
+    @classmethod
+    def decided(cls, id: str, item: T, done: C) -> Lease[T, C]:
+        return cls(id, item, done=done)
+
+
+class LeaseStore(Protocol[T, C]):
+    """What a service supplies: its queries (in the acquire/release/extend family) and its work."""
+
+    async def acquire(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> Sequence[Lease[T, C]]:
+        """Lease up to `limit` due items to `owner` until `lease_until`, in the order their
+        attempts should start."""
+        ...
+
+    async def write(self, completions: Sequence[C]) -> Collection[str]:
+        """Write the completions (each only if its item is still leased to its owner) and
+        return the ids of those that were not (lost leases). Raises when the store is down."""
+        ...
+
+    async def extend(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
+        """Extend the leases (item id, owner) still held to `until`; returns how many."""
+        ...
+
+    def release(self, lease: Lease[T, C], owner: str, now: datetime) -> C | None:
+        """The completion that hands back an item whose attempt was cancelled at stop (due
+        again, no attempt counted), or None when there is nothing to write."""
+        ...
+
+    async def next_due_at(self) -> datetime | None:
+        """The earliest due time of an item not leased now (None: unknown or none)."""
+        ...
+
+
+@dataclass
+class _Held(Generic[T, C]):
+    lease: Lease[T, C]
+    owner: str
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Done(Generic[C]):
+    id: str
+    owner: str
+    completion: C
+
+
+def random_owner(prefix: str) -> Callable[[datetime], str]:
+    """Owner tokens `prefix:<random hex>`, one per claim."""
+
+    def owner(now: datetime) -> str:
+        return f"{prefix}:{uuid.uuid4().hex}"
+
+    return owner
+
+
+class LeasedPipeline(Generic[T, C]):
+    def __init__(
+        self,
+        store: LeaseStore[T, C],
+        clock: Clock,
+        *,
+        settings: PipelineSettings | None = None,
+        new_owner: Callable[[datetime], str] | None = None,
+        name: str = "pipeline",
+        outage: str = "store unavailable",
+        logger: logging.Logger | None = None,
+        on_written: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """`new_owner(now)`: the owner token of one claim (unique per claim and per worker).
+        `on_written(written, lost)`: called after each write (metrics)."""
+        self.store = store
+        self.clock = clock
+        self.settings = settings or PipelineSettings()
+        self.new_owner = new_owner or random_owner(f"wrk_{uuid.uuid4().hex[:16]}")
+        self.name = name
+        self.outage = outage
+        self.log = logger or logging.getLogger("servicekit.pipeline")
+        self.on_written = on_written
+        self.lost = 0
+        """Completions dropped because their lease had been taken over (since start)."""
+        self._held: dict[str, _Held[T, C]] = {}
+        self._queue: asyncio.Queue[_Done[C] | None] = asyncio.Queue()  # None: the writer ends
+        self._writing: list[_Done[C]] = []  # the batch being written, kept across a retry
+        self._writer_closing = False
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.settings.concurrency)
+        self._key_slots: dict[str, asyncio.Semaphore] = {}
+        self._key_users: dict[str, int] = {}
+        self._stopping = False
+        # The loops of run(); a pipeline driven step by step (tests) has none.
+        self._claims: WorkerLoop | None = None
+        self._claims_ended = asyncio.Event()
+        self._writer: WorkerLoop | None = None
+        self._writer_task: asyncio.Task[None] | None = None
+        self._side_loops: list[WorkerLoop] = []
+        self._side_tasks: list[asyncio.Task[None]] = []
+
+    # ---- signals ------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """New work may be due: end the claim loop's idle wait."""
+        self._wake.set()
+
+    @property
+    def held(self) -> int:
+        """Items leased and not yet written."""
+        return len(self._held)
+
+    # ---- one step (tests drive these with a manual clock) --------------------------------
+
+    async def pump(self) -> tuple[int, int]:
+        """Claim once and start the attempts. Returns (claimed, asked)."""
+        room = self.settings.held_limit - len(self._held)
+        if room <= 0 or self._stopping:
+            return 0, 0
+        asked = min(room, self.settings.claim_batch)
+        now = self.clock()
+        owner = self.new_owner(now)
+        until = now + timedelta(seconds=self.settings.lease_seconds)
+        leases = await self.store.acquire(owner, now, until, asked)
+        for lease in leases:
+            held = _Held(lease, owner)
+            self._held[lease.id] = held
+            if lease.done is not None:
+                self._queue.put_nowait(_Done(lease.id, owner, lease.done))
+            elif lease.perform is not None:
+                held.task = asyncio.create_task(self._attempt(lease, lease.perform, owner))
+        return len(leases), asked
+
+    async def write_once(self) -> int:
+        """Write the completions queued now (one store call). Returns how many were taken."""
+        pending = self._writing
+        while not self._queue.empty() and len(pending) < self.settings.write_batch:
+            item = self._queue.get_nowait()
+            if item is not None:
+                pending.append(item)
+        count = len(pending)
+        if pending:
+            await self._write_pending()
+        return count
+
+    async def drain(self) -> None:
+        """Wait for every started attempt and write every result (tests, shutdown)."""
+        while True:
+            tasks = self._in_flight()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            await self.write_once()
+            if not self._held and self._queue.empty():
+                return
+            if not tasks and self._queue.empty():
+                return  # held items whose attempt was cancelled and not released
+
+    async def extend_leases_once(self) -> int:
+        leases = [(i, h.owner) for i, h in self._held.items()]
+        if not leases:
+            return 0
+        until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
+        return await self.store.extend(leases, until)
+
+    # ---- one attempt ---------------------------------------------------------------------
+
+    async def _attempt(
+        self, lease: Lease[T, C], perform: Callable[[], Awaitable[C]], owner: str
+    ) -> None:
+        key = lease.key
+        key_slot = self._key_slots.get(key)
+        if key_slot is None:
+            key_slot = self._key_slots[key] = asyncio.Semaphore(self.settings.per_key_limit)
+        self._key_users[key] = self._key_users.get(key, 0) + 1
+        try:
+            async with key_slot, self._slots:
+                completion = await perform()
+        except Exception:
+            # A bug, not a failed attempt (the store's attempt turns those into completions):
+            # let the item go; its lease is no longer extended, so it is redone once it expires.
+            self.log.exception("%s: item %s could not be attempted", self.name, lease.id)
+            self._forget(lease.id, owner)
+            return
+        finally:
+            self._key_users[key] -= 1
+            if self._key_users[key] == 0:  # bound the maps: drop idle keys
+                del self._key_users[key]
+                self._key_slots.pop(key, None)
+        self._queue.put_nowait(_Done(lease.id, owner, completion))
+
+    def _in_flight(self) -> list[asyncio.Task[None]]:
+        return [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
+
+    def _forget(self, item_id: str, owner: str) -> None:
+        held = self._held.get(item_id)
+        if held is not None and held.owner == owner:  # not a newer lease of the same item
+            del self._held[item_id]
+
+    async def _write_pending(self) -> None:
+        """Write `_writing`. A transient failure raises and keeps the batch for the next try;
+        any other drops it (those leases expire and the items are redone, at-least-once)
+        rather than wedging the writer forever."""
+        pending = self._writing
+        try:
+            lost = await self.store.write([d.completion for d in pending])
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            self.log.exception("%s writer: cannot write %d completions", self.name, len(pending))
+            lost = ()
+        else:
+            if lost:
+                self.lost += len(lost)
+                self.log.warning(
+                    "%s: lease lost for %d items; their results were dropped",
+                    self.name,
+                    len(lost),
+                )
+            if self.on_written is not None:
+                self.on_written(len(pending) - len(lost), len(lost))
+        for d in pending:
+            self._forget(d.id, d.owner)
+        pending.clear()
+        self._wake.set()  # capacity freed
+
+    # ---- the long-running loops ----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Loop until `stop()` or cancellation (which writes nothing more: the leases of what
+        was held expire and those items are claimed again).
+
+        The claim loop runs here; the writer and the lease extension are side tasks, ended by
+        `stop()`."""
+        if self._stopping:
+            return
+        s = self.settings
+        period = s.lease_seconds / 3
+        self._claims = self._loop(self.name, self._claim_step, s.idle_poll_seconds, wake=self._wake)
+        self._writer = self._loop(f"{self.name} writer", self._write_step, 0.0)
+        leases = self._loop(f"{self.name} leases", self._extend_step, period, start_delay=period)
+        self._side_loops = [self._writer, leases]
+        self._writer_task = asyncio.create_task(self._writer.run(), name=f"{self.name}-writer")
+        self._side_tasks = [
+            self._writer_task,
+            asyncio.create_task(leases.run(), name=f"{self.name}-leases"),
+        ]
+        try:
+            await self._claims.run()
+        except asyncio.CancelledError:
+            for t in self._side_tasks:  # no stop() will end them
+                t.cancel()
+            raise
+        finally:
+            self._stopping = True
+            self._claims_ended.set()
+
+    def _loop(
+        self,
+        name: str,
+        step: Step,
+        idle_seconds: float,
+        *,
+        start_delay: float = 0.0,
+        wake: asyncio.Event | None = None,
+    ) -> WorkerLoop:
+        return WorkerLoop(
+            name,
+            step,
+            idle_seconds=idle_seconds,
+            start_delay_seconds=start_delay,
+            backoff_initial_seconds=self.settings.retry_initial_seconds,
+            backoff_max_seconds=self.settings.retry_max_seconds,
+            outage=self.outage,
+            logger=self.log,
+            wake=wake,
+        )
+
+    async def _claim_step(self) -> float | None:
+        s = self.settings
+        if s.held_limit - len(self._held) < s.refill_room:
+            return s.idle_poll_seconds  # a write frees capacity and wakes the loop
+        claimed, asked = await self.pump()
+        if claimed and claimed == asked:
+            return 0.0  # probably more due right now
+        next_due = await self.store.next_due_at()
+        wait = s.idle_poll_seconds
+        if next_due is not None:
+            wait = min(wait, max((next_due - self.clock()).total_seconds(), 0.0))
+        if claimed == 0:
+            wait = max(wait, MIN_IDLE_SECONDS)  # due but locked by another claim: no spin
+        return wait
+
+    async def _write_step(self) -> float | None:
+        """Write what has accumulated. The queue's None (from `stop()`) ends the writer once
+        everything before it is written."""
+        pending = self._writing
+        if not pending:
+            if self._writer_closing:
+                if self._writer is not None:
+                    self._writer.stop()
+                return None
+            first = await self._queue.get()
+            if first is None:
+                self._writer_closing = True
+                return 0.0
+            pending.append(first)
+        while not self._queue.empty() and len(pending) < self.settings.write_batch:
+            item = self._queue.get_nowait()
+            if item is None:
+                self._writer_closing = True
+            else:
+                pending.append(item)
+        await self._write_pending()
+        return 0.0
+
+    async def _extend_step(self) -> float | None:
+        await self.extend_leases_once()
+        return None
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stop claiming; finish in-flight attempts within the grace; release the rest; flush."""
+        self._stopping = True
+        if self._claims is not None:
+            self._claims.stop()
+            try:  # a claim under way lands (its items are then waited for or released)
+                await asyncio.wait_for(self._claims_ended.wait(), grace_seconds)
+            except TimeoutError:
+                self.log.warning("%s: claim still under way at stop", self.name)
+        self._wake.set()
+        tasks = self._in_flight()
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=grace_seconds)
+            for t in late:
+                t.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        now = self.clock()
+        for item_id, held in list(self._held.items()):
+            if held.task is not None and held.task.cancelled():
+                released = self.store.release(held.lease, held.owner, now)
+                if released is None:
+                    del self._held[item_id]
+                else:
+                    self._queue.put_nowait(_Done(item_id, held.owner, released))
+        if self._writer_task is None:
+            try:  # driven step by step (no run()): flush directly
+                while await self.write_once():
+                    pass
+            except Exception as exc:  # the leases expire instead: redone after that
+                self.log.warning("%s: cannot write on stop (%s)", self.name, exc)
+        else:
+            self._queue.put_nowait(None)  # the writer flushes everything before it, then ends
+            await asyncio.wait([self._writer_task], timeout=max(grace_seconds, 1.0))
+        for loop in self._side_loops:
+            loop.stop()
+        for t in self._side_tasks:
+            t.cancel()
+        await asyncio.gather(*self._side_tasks, return_exceptions=True)
+        self._side_tasks = []
+        self._writer_task = None
