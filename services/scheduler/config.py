@@ -75,16 +75,14 @@ class SchedulerSettings(BaseSettings):
     outbox_poll_interval_seconds: float | None = Field(
         None, gt=0, le=3600, validation_alias="SCHEDULER_OUTBOX_POLL_INTERVAL_SECONDS"
     )
-    outbox_retention_seconds: float | None = Field(
-        None, ge=0, le=366 * 86_400, validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS"
-    )
     outbox_retry_max_seconds: float | None = Field(
         None, ge=0.5, le=3600, validation_alias="SCHEDULER_OUTBOX_RETRY_MAX_SECONDS"
     )
 
     # Retention (service_layer/retention.py): terminal runs and purged deleted schedules after
     # the run retention; idempotency keys after their TTL (a replay after it creates a new
-    # schedule); consumer dedup ids after theirs. At least 1 day: today's runs count to quotas.
+    # schedule); consumer dedup ids and sent outbox rows after theirs. At least 1 day of runs:
+    # today's runs count to quotas.
     run_retention_days: int = Field(
         90, ge=1, le=3650, validation_alias="SCHEDULER_RUN_RETENTION_DAYS"
     )
@@ -93,6 +91,10 @@ class SchedulerSettings(BaseSettings):
     )
     processed_events_retention_days: int = Field(
         30, ge=1, le=3650, validation_alias="SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS"
+    )
+    # Sent outbox rows (an audit trail, replays by hand); unsent ones are never deleted.
+    outbox_retention_seconds: float = Field(
+        7 * 86_400, ge=0, le=366 * 86_400, validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS"
     )
     retention_interval_seconds: float = Field(
         300, gt=0, le=86_400, validation_alias="SCHEDULER_RETENTION_INTERVAL_SECONDS"

@@ -12,9 +12,13 @@ never holds long locks) and at most `max_batches` batches per table per pass:
   replay after that creates a new schedule, as with Stripe's 24 h keys.
 - processed_events (tenant consumer dedup): older than
   `SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS` (30); Kafka cannot redeliver such an old record.
+- outbox: sent (acknowledged by the bus) longer ago than `SCHEDULER_OUTBOX_RETENTION_SECONDS`
+  (604,800: 7 days), kept that long as an audit trail and for replays by hand. Unsent rows are
+  the relay's backlog and are never deleted, whatever their age; the relay itself only publishes
+  and marks rows sent.
 
-Non-terminal runs (pending, in_progress, retrying) are never deleted, whatever their age. The
-outbox prunes itself (outbox relay, 7 days). Tenant projections hold one row per tenant.
+Non-terminal runs (pending, in_progress, retrying) are never deleted, whatever their age. Tenant
+projections hold one row per tenant.
 
 Replicas are safe: each batch selects its rows with FOR UPDATE SKIP LOCKED on PostgreSQL, so two
 workers take disjoint batches; SQLite has one writer.
@@ -43,6 +47,7 @@ class RetainedTable(StrEnum):
     SCHEDULES = "schedules"
     IDEMPOTENCY_KEYS = "idempotency_keys"
     PROCESSED_EVENTS = "processed_events"
+    OUTBOX = "outbox"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class RetentionPolicy:
     run_retention: timedelta = timedelta(days=90)
     idempotency_ttl: timedelta = timedelta(seconds=86_400)
     processed_events_retention: timedelta = timedelta(days=30)
+    outbox_retention: timedelta = timedelta(days=7)
+    """Of sent rows only; zero deletes a row as soon as it is sent."""
     batch_size: int = 5_000
     """Rows per transaction (a run batch also deletes those runs' attempts)."""
     max_batches: int = 100
@@ -60,6 +67,8 @@ class RetentionPolicy:
         for name in ("run_retention", "idempotency_ttl", "processed_events_retention"):
             if getattr(self, name) <= timedelta(0):
                 raise ValueError(f"{name} must be positive")
+        if self.outbox_retention < timedelta(0):
+            raise ValueError("outbox_retention must not be negative")
 
 
 Deleted = batching.Deleted[RetainedTable]
@@ -78,6 +87,8 @@ class RetentionRepository(Protocol):
     async def delete_idempotency_keys(self, created_before: datetime, limit: int) -> Deleted: ...
 
     async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted: ...
+
+    async def delete_sent_outbox(self, sent_before: datetime, limit: int) -> Deleted: ...
 
 
 RetentionReport = batching.RetentionReport[RetainedTable]
@@ -125,6 +136,11 @@ async def prune_once(
             RetainedTable.PROCESSED_EVENTS,
             _in_own_transaction(uows, lambda r, c, n: r.delete_processed_events(c, n)),
             now - policy.processed_events_retention,
+        ),
+        PruneStep(
+            RetainedTable.OUTBOX,
+            _in_own_transaction(uows, lambda r, c, n: r.delete_sent_outbox(c, n)),
+            now - policy.outbox_retention,
         ),
     ]
     return await prune_in_batches(

@@ -114,8 +114,6 @@ async def test_the_loop_backs_off_doubling_with_jitter_capped_by_the_config(
         {"batch_size": 10_001},
         {"poll_interval_seconds": 0},
         {"retry_initial_seconds": 5, "retry_max_seconds": 1},
-        {"retention_seconds": -1},
-        {"prune_batch_size": 0},
     ],
 )
 def test_unbounded_or_nonsensical_settings_are_refused(bad: dict[str, float]) -> None:

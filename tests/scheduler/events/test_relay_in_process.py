@@ -1,6 +1,7 @@
 """The outbox relay over the in-process bus (the embedded default), on SQLite and PostgreSQL:
 every outbox row written by the real unit of work is published once, in id order, with its key
-and envelope; failures leave rows waiting; a crash after publish republishes the same ids."""
+and envelope; failures leave rows waiting; a crash after publish republishes the same ids; sent
+rows stay until the retention pass deletes them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from eventbus import InProcessBus, PublishError, Record, SeenIds, decode
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
+from scheduler.service_layer.retention import RetainedTable, RetentionPolicy, prune_once
 from tests.scheduler.events.conftest import Store
 from tests.scheduler.events.publishers import CrashAfterPublish, FailingFirst, RelayKilled, by_key
 
@@ -151,38 +153,35 @@ async def test_lag_metrics_count_unsent_rows_and_the_oldest_age(store: Store) ->
     assert registry.get_sample_value("scheduler_outbox_published_total") == 5
 
 
-async def test_prune_deletes_only_sent_rows_past_retention(store: Store) -> None:
-    day = 86_400
+async def test_the_relay_keeps_sent_rows_and_retention_deletes_those_past_the_setting(
+    store: Store,
+) -> None:
     bus = InProcessBus()
-    relay = store.relay(await started(bus), retention_seconds=3 * day)
+    relay = store.relay(await started(bus))
     old = await store.create("old")
     await relay.drain()  # sent on day 0
-    store.clock.advance(days=2)
+    store.clock.advance(days=6)
     recent = await store.create("recent")
-    await relay.drain()  # sent on day 2
-    store.clock.advance(days=2)
-    waiting = await store.create("waiting")  # never sent: must survive any retention
-    store.clock.advance(days=5)
-    # Day 9: "old" was sent 9 days ago, "recent" 7, both past 3 days; "waiting" is unsent.
-    keys_before = [row.key for row in await store.outbox_rows()]
-    assert keys_before == [old, recent, waiting]
+    await relay.drain()  # sent on day 6
+    store.clock.advance(days=3)
 
-    assert await relay.prune() == 2
+    # Day 9: "old" was sent 9 days ago, past the 7-day default, yet the relay's loop steps
+    # delete nothing: the relay only publishes and marks sent.
+    for _ in range(3):
+        assert await relay.step() is None
+    assert [row.key for row in await store.outbox_rows()] == [old, recent]
+
+    waiting = await store.create("waiting")  # never sent: no retention deletes it
+    policy = RetentionPolicy()  # SCHEDULER_OUTBOX_RETENTION_SECONDS' default: 7 days
+
+    report = await prune_once(store.uows, policy, store.clock())
+    assert report.deleted == {RetainedTable.OUTBOX: 1}
+    assert [row.key for row in await store.outbox_rows()] == [recent, waiting]
+
+    store.clock.advance(days=400)
+    await prune_once(store.uows, policy, store.clock())
     assert [row.key for row in await store.outbox_rows()] == [waiting]
-    assert relay.metrics.registry.get_sample_value("scheduler_outbox_pruned_total") == 2
-
-
-async def test_prune_keeps_rows_sent_within_retention(store: Store) -> None:
-    bus = InProcessBus()
-    relay = store.relay(await started(bus), retention_seconds=3_600, prune_batch_size=1)
-    for i in range(3):
-        await store.create(f"s{i}")
-    await relay.drain()
-    store.clock.advance(seconds=3_599)
-    assert await relay.prune() == 0
-    store.clock.advance(seconds=2)
-    assert await relay.prune() == 3  # several bounded batches of one
-    assert await store.outbox_rows() == []
+    assert len(await store.unsent_event_ids()) == 1
 
 
 async def test_run_loop_publishes_on_wake_without_waiting_for_the_poll_interval(

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
@@ -149,6 +149,32 @@ async def add_idempotency_key(
 async def add_processed(engine: AsyncEngine, event_id: str, at: datetime) -> None:
     async with engine.begin() as conn:
         await conn.execute(sa.insert(processed_events).values(event_id=event_id, processed_at=at))
+
+
+async def add_outbox(
+    engine: AsyncEngine, prefix: str, count: int, *, sent_at: datetime | None
+) -> list[str]:
+    """`count` outbox rows created a day before `sent_at` (or unsent, created 400 days before
+    NOW); returns their event ids."""
+    ids = [f"evt_{prefix}_{i}" for i in range(count)]
+    created = (sent_at or NOW - 399 * DAY) - DAY
+    async with engine.begin() as conn:
+        await conn.execute(
+            sa.insert(outbox),
+            [
+                {
+                    "event_id": event_id,
+                    "topic": "schedule-events",
+                    "key": "sch_a",
+                    "type": "schedule.updated",
+                    "payload": "{}",
+                    "created_at": created,
+                    "sent_at": sent_at,
+                }
+                for event_id in ids
+            ],
+        )
+    return ids
 
 
 async def ids_of(engine: AsyncEngine, column: sa.ColumnElement[str]) -> set[str]:

@@ -4,6 +4,7 @@ is bounded. Ages are set by writing rows directly; `now` is passed in (no clock 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -13,10 +14,11 @@ from scheduler.adapters.db.retention_store import (
     deleted_schedules_batch,
     idempotency_keys_batch,
     processed_events_batch,
+    sent_outbox_batch,
     terminal_runs_batch,
 )
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
@@ -25,6 +27,7 @@ from tests.scheduler.retention.conftest import (
     DAY,
     NOW,
     add_idempotency_key,
+    add_outbox,
     add_processed,
     add_runs,
     add_schedule,
@@ -33,7 +36,8 @@ from tests.scheduler.retention.conftest import (
     one_batch,
 )
 
-POLICY = RetentionPolicy()  # 90 days of runs, 24 h of idempotency keys, 30 days of event ids
+# 90 days of runs, 24 h of idempotency keys, 30 days of event ids, 7 days of sent outbox rows
+POLICY = RetentionPolicy()
 
 
 async def test_old_terminal_runs_go_with_their_attempts_others_stay(
@@ -143,11 +147,46 @@ async def test_processed_event_ids_expire_after_30_days(
     assert await ids_of(engine, processed_events.c.event_id) == {"young"}
 
 
+async def test_sent_outbox_rows_older_than_the_retention_go_younger_and_unsent_ones_stay(
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
+) -> None:
+    old = await add_outbox(engine, "old", 3, sent_at=NOW - 8 * DAY)
+    young = await add_outbox(engine, "young", 2, sent_at=NOW - 7 * DAY + DAY / 24)
+    # Unsent rows are the relay's backlog: never deleted, however old (created 400 days ago).
+    unsent = await add_outbox(engine, "unsent", 2, sent_at=None)
+
+    report = await prune_once(uows, POLICY, NOW)
+
+    assert report.deleted == {RetainedTable.OUTBOX: len(old)}
+    assert await ids_of(engine, outbox.c.event_id) == set(young + unsent)
+
+    # A shorter setting takes the young ones too; the unsent ones still stay.
+    await prune_once(uows, RetentionPolicy(outbox_retention=timedelta(days=1)), NOW)
+    assert await ids_of(engine, outbox.c.event_id) == set(unsent)
+
+
+async def test_sent_outbox_batches_are_bounded_and_oldest_first(
+    engine: AsyncEngine, uows: SqlUnitOfWorkFactory
+) -> None:
+    oldest = await add_outbox(engine, "oldest", 2, sent_at=NOW - 30 * DAY)
+    newer = await add_outbox(engine, "newer", 2, sent_at=NOW - 10 * DAY)
+
+    one = await one_batch(uows, lambda r: r.delete_sent_outbox(NOW - 7 * DAY, 2))
+
+    assert one.rows == 2
+    assert await ids_of(engine, outbox.c.event_id) == set(newer)
+    assert not set(oldest) & await ids_of(engine, outbox.c.event_id)
+
+
 async def test_batch_limit_is_validated(uows: SqlUnitOfWorkFactory) -> None:
     with pytest.raises(ValueError, match="batch limit"):
         await one_batch(uows, lambda r: r.delete_terminal_runs(NOW, 10_001))
+    with pytest.raises(ValueError, match="batch limit"):
+        await one_batch(uows, lambda r: r.delete_sent_outbox(NOW, 10_001))
     with pytest.raises(ValueError, match="batch_size"):
         RetentionPolicy(batch_size=0)
+    with pytest.raises(ValueError, match="outbox_retention"):
+        RetentionPolicy(outbox_retention=timedelta(seconds=-1))
 
 
 @pytest.mark.postgres
@@ -178,11 +217,40 @@ async def test_replicas_pruning_at_once_take_disjoint_batches(database_url: str)
 
 
 @pytest.mark.postgres
+async def test_replicas_pruning_the_outbox_at_once_delete_each_sent_row_once(
+    database_url: str,
+) -> None:
+    """As above for the outbox: every worker process prunes it, so concurrent passes share its
+    backlog, and no pass touches an unsent row."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("row locks: PostgreSQL only")
+    from scheduler.adapters.db.engine import create_engine
+
+    engines = [create_engine(database_url) for _ in range(2)]
+    try:
+        await add_outbox(engines[0], "old", 400, sent_at=NOW - 8 * DAY)
+        unsent = await add_outbox(engines[0], "unsent", 3, sent_at=None)
+        policy = RetentionPolicy(batch_size=50, max_batches=100)
+        reports = await asyncio.gather(
+            *(
+                prune_once(SqlUnitOfWorkFactory(e, SecretBox([b"k" * 32])), policy, NOW)
+                for e in engines
+            )
+        )
+        assert sum(r.deleted.get(RetainedTable.OUTBOX, 0) for r in reports) == 400
+        assert await ids_of(engines[0], outbox.c.event_id) == set(unsent)
+    finally:
+        for e in engines:
+            await e.dispose()
+
+
+@pytest.mark.postgres
 async def test_batch_selections_can_use_the_retention_indexes(
     database_url: str, engine: AsyncEngine
 ) -> None:
     """With sequential scans disabled, each batch's selection is planned on its index: the
-    partial-index predicates in the queries match migration 0005's (a mismatch would scan)."""
+    partial-index predicates in the queries match migrations 0004 and 0005 (a mismatch would
+    scan)."""
     if not database_url.startswith("postgresql"):
         pytest.skip("EXPLAIN: PostgreSQL only")
     cutoff = NOW - 90 * DAY
@@ -191,6 +259,7 @@ async def test_batch_selections_can_use_the_retention_indexes(
         "ix_schedules_deleted": deleted_schedules_batch(cutoff, 10),
         "ix_idempotency_keys_created": idempotency_keys_batch(cutoff, 10),
         "ix_processed_events_at": processed_events_batch(cutoff, 10),
+        "ix_outbox_sent_at": sent_outbox_batch(cutoff, 10),
     }
     async with engine.connect() as conn:
         await conn.execute(sa.text("SET enable_seqscan = off"))

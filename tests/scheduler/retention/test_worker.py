@@ -23,7 +23,14 @@ from scheduler.entrypoints.workers.retention import RetentionWorker, retention_p
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer.retention import RetentionPolicy
 from tests.scheduler.conftest import SECRET_KEY, StepClock
-from tests.scheduler.retention.conftest import DAY, NOW, add_runs, add_schedule, count
+from tests.scheduler.retention.conftest import (
+    DAY,
+    NOW,
+    add_outbox,
+    add_runs,
+    add_schedule,
+    count,
+)
 from tests.scheduler.runs.processes import wait_until
 from tests.scheduler.schedules.conftest import make_container
 
@@ -38,6 +45,7 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCHEDULER_RUN_RETENTION_DAYS", "30")
     monkeypatch.setenv("SCHEDULER_IDEMPOTENCY_TTL_SECONDS", "3600")
     monkeypatch.setenv("SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS", "14")
+    monkeypatch.setenv("SCHEDULER_OUTBOX_RETENTION_SECONDS", "7200")
     monkeypatch.setenv("SCHEDULER_RETENTION_BATCH_SIZE", "100")
     monkeypatch.setenv("SCHEDULER_RETENTION_INTERVAL_SECONDS", "60")
     settings = SchedulerSettings(secret_key=SecretStr(SECRET_KEY))
@@ -45,6 +53,7 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         run_retention=timedelta(days=30),
         idempotency_ttl=timedelta(hours=1),
         processed_events_retention=timedelta(days=14),
+        outbox_retention=timedelta(hours=2),
         batch_size=100,
     )
     assert settings.retention_interval_seconds == 60
@@ -54,6 +63,7 @@ def test_defaults() -> None:
     defaults = retention_policy(SchedulerSettings())
     assert defaults.run_retention == timedelta(days=90)
     assert defaults.idempotency_ttl == timedelta(seconds=86_400)
+    assert defaults.outbox_retention == timedelta(days=7)
     assert defaults.batch_size == 5_000
 
 
@@ -85,6 +95,7 @@ async def test_serve_runtime_runs_retention_and_a_bare_runtime_does_not(
 async def test_loop_prunes_and_counts_by_table(engine: AsyncEngine) -> None:
     await add_schedule(engine, "sch_a")
     await add_runs(engine, "sch_a", 7, status="failed", finished_at=NOW - 100 * DAY, attempts=3)
+    await add_outbox(engine, "sent", 4, sent_at=NOW - 8 * DAY)
     registry = CollectorRegistry()
     worker = RetentionWorker(
         SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
@@ -103,6 +114,7 @@ async def test_loop_prunes_and_counts_by_table(engine: AsyncEngine) -> None:
 
         await until(_async(lambda: deleted("runs") == 7), "the counter")
         assert deleted("delivery_attempts") == 21
+        assert deleted("outbox") == 4
         assert (
             registry.get_sample_value("scheduler_retention_last_success_timestamp_seconds")
             == NOW.timestamp()

@@ -1,11 +1,11 @@
 """SQL side of retention (service_layer/retention.py), the unit of work's `retention`: each
 method is one batch on the unit of work's connection, bounded by `limit` rows of its table.
 
-Batches select their rows oldest first through an index (migration 0005, and 0003 for
-processed_events), so a batch costs O(limit), never O(table). On PostgreSQL the selection takes
-row locks with SKIP LOCKED: two replicas pruning at once take disjoint batches instead of
-waiting on each other. Partial-index predicates are SQL literals (never bound parameters), so
-PostgreSQL can match them to the partial indexes.
+Batches select their rows oldest first through an index (migration 0005, 0003 for
+processed_events, 0004 for sent outbox rows), so a batch costs O(limit), never O(table). On
+PostgreSQL the selection takes row locks with SKIP LOCKED: two replicas pruning at once take
+disjoint batches instead of waiting on each other. Partial-index predicates are SQL literals
+(never bound parameters), so PostgreSQL can match them to the partial indexes.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.dialect import rowcount
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.service_layer.retention import Deleted, RetainedTable
 
 TERMINAL_SQL = "status IN ('succeeded', 'failed', 'skipped')"  # ix_runs_terminal_finished
 DELETED_SQL = "deleted_at IS NOT NULL"  # ix_schedules_deleted
+SENT_SQL = "sent_at IS NOT NULL"  # ix_outbox_sent_at; unsent rows are the relay's backlog
 # Ids of a batch travel as bound parameters: PostgreSQL allows 32,767 per statement.
 MAX_BATCH = 10_000
 
@@ -85,6 +86,14 @@ class SqlRetentionRepository:
         result = await self.conn.execute(sa.delete(t).where(t.c.event_id.in_(doomed)))
         return Deleted(rowcount(result))
 
+    async def delete_sent_outbox(self, sent_before: datetime, limit: int) -> Deleted:
+        """Outbox rows the bus acknowledged before the cutoff; unsent rows (the relay's
+        backlog) are never selected, whatever their age."""
+        _check(limit)
+        doomed = self._lock(sent_outbox_batch(sent_before, limit))
+        result = await self.conn.execute(sa.delete(outbox).where(outbox.c.id.in_(doomed)))
+        return Deleted(rowcount(result))
+
 
 # Batch selections, oldest first, each on its index (tests EXPLAIN them on PostgreSQL).
 _NO_RUNS = ~sa.exists(sa.select(sa.literal(1)).where(runs.c.schedule_id == schedules.c.id))
@@ -124,6 +133,15 @@ def processed_events_batch(before: datetime, limit: int) -> sa.Select[Any]:
         sa.select(t.c.event_id)
         .where(t.c.processed_at < before)
         .order_by(t.c.processed_at)
+        .limit(limit)
+    )
+
+
+def sent_outbox_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(outbox.c.id)
+        .where(sa.text(SENT_SQL), outbox.c.sent_at < before)
+        .order_by(outbox.c.sent_at)
         .limit(limit)
     )
 

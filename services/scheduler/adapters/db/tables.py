@@ -76,7 +76,7 @@ sa.Index(
     postgresql_where=sa.text("sent_at IS NULL"),
     sqlite_where=sa.text("sent_at IS NULL"),
 )
-# Pruning of sent rows (migration 0004).
+# Retention of sent rows (migration 0004; adapters/db/retention_store.py).
 sa.Index(
     "ix_outbox_sent_at",
     outbox.c.sent_at,

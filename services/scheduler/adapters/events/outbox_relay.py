@@ -24,9 +24,10 @@ Order per schedule follows the outbox id (the commit order of the schedule's own
 are serialised by its row). Events of one schedule written by concurrent transactions that do not
 touch the schedule row may be relayed in commit order instead of id order.
 
-Sent rows are deleted after `retention_seconds`, in bounded batches, by the leader. Lag metrics
-(`scheduler_outbox_unsent`, `scheduler_outbox_oldest_unsent_age_seconds`) are refreshed by every
-replica, so whichever process is scraped shows the backlog.
+The relay never deletes: sent rows are the retention worker's (service_layer/retention.py,
+`SCHEDULER_OUTBOX_RETENTION_SECONDS`). Lag metrics (`scheduler_outbox_unsent`,
+`scheduler_outbox_oldest_unsent_age_seconds`) are refreshed by every replica, so whichever
+process is scraped shows the backlog.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -80,10 +81,6 @@ class RelayConfig:
     # Backoff after a failed step: initial * 2**(n-1), capped, with jitter in [50%, 100%].
     retry_initial_seconds: float = 0.5
     retry_max_seconds: float = 30.0
-    # Sent rows are kept this long (a consumer's audit trail, replays by hand), then deleted.
-    retention_seconds: float = 7 * 86_400
-    prune_interval_seconds: float = 60.0
-    prune_batch_size: int = 5_000
     # How often the lag gauges are recomputed (one COUNT over the unsent partial index).
     metrics_interval_seconds: float = 5.0
     # How often a standby tries to take over the advisory lock.
@@ -93,13 +90,10 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH_SIZE}")
-        if not 1 <= self.prune_batch_size <= 100_000:
-            raise ValueError("prune_batch_size must be 1..100000")
         for name in (
             "poll_interval_seconds",
             "retry_initial_seconds",
             "retry_max_seconds",
-            "prune_interval_seconds",
             "metrics_interval_seconds",
             "standby_retry_seconds",
         ):
@@ -108,8 +102,6 @@ class RelayConfig:
                 raise ValueError(f"{name} must be in (0, 3600], got {value}")
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ValueError("retry_max_seconds must be >= retry_initial_seconds")
-        if not 0 <= self.retention_seconds <= 366 * 86_400:
-            raise ValueError("retention_seconds must be 0..366 days")
 
 
 @dataclass(frozen=True)
@@ -192,7 +184,7 @@ async def _discard(conn: AsyncConnection) -> None:
 
 class OutboxRelay:
     """Publishes the outbox to `publisher`. `run()` loops until stopped or cancelled; the
-    single-step methods (`relay_batch`, `prune`, `refresh_metrics`) are what it calls, and tests
+    single-step methods (`relay_batch`, `drain`, `refresh_metrics`) are what it calls, and tests
     call them directly. The publisher's start/stop belongs to the caller (it is shared with the
     event action)."""
 
@@ -214,10 +206,9 @@ class OutboxRelay:
         self._rng = rng or random.Random()
         self._leadership = _Leadership(engine, self.config.lock_key)
         self._wake = asyncio.Event()
-        self._last_prune: float | None = None
         self._last_metrics: float | None = None
-        # A pass of the loop drains at most this many batches, then prunes and refreshes
-        # metrics if due (so a long backlog does not starve them).
+        # A pass of the loop drains at most this many batches, then refreshes metrics if due
+        # (so a long backlog does not starve them).
         self._batches_per_pass = 100
         self.loop = WorkerLoop(
             "outbox relay",
@@ -365,31 +356,6 @@ class OutboxRelay:
                 stmt = sa.update(outbox).where(outbox.c.id.in_(ids)).values(sent_at=now)
                 await conn.execute(stmt)
 
-    async def prune(self) -> int:
-        """Delete sent rows older than the retention period, in bounded batches; return how
-        many were deleted. Only the leader prunes."""
-        if not await self.acquire_leadership():
-            return 0
-        cutoff = self._clock() - timedelta(seconds=self.config.retention_seconds)
-        total = 0
-        while True:
-            async with self._leadership.transaction() as conn:
-                doomed = (
-                    sa.select(outbox.c.id)
-                    .where(outbox.c.sent_at.is_not(None), outbox.c.sent_at < cutoff)
-                    .order_by(outbox.c.id)
-                    .limit(self.config.prune_batch_size)
-                    .scalar_subquery()
-                )
-                result = await conn.execute(sa.delete(outbox).where(outbox.c.id.in_(doomed)))
-            deleted = int(result.rowcount or 0)
-            total += deleted
-            if deleted < self.config.prune_batch_size:
-                break
-        if total:
-            self.metrics.pruned.inc(total)
-        return total
-
     async def refresh_metrics(self) -> OutboxLag:
         """Recompute the lag gauges from the database (any replica may do this)."""
         async with self._engine.connect() as conn:
@@ -414,7 +380,7 @@ class OutboxRelay:
     async def run(self) -> None:
         """Relay until stopped or cancelled (servicekit `WorkerLoop`): publish while there is
         work, wait for `wake()` or the poll interval when idle, back off (with jitter) after
-        failures, prune and refresh metrics periodically."""
+        failures, refresh metrics periodically."""
         try:
             await self.loop.run()
         finally:
@@ -428,7 +394,6 @@ class OutboxRelay:
                 await self._periodic_metrics()
                 return self.config.standby_retry_seconds
             published = await self.drain(max_batches=self._batches_per_pass)
-            await self._periodic_prune()
             await self._periodic_metrics()
         except PublishError:
             # The lag gauges matter most during an outage: keep them current.
@@ -445,12 +410,6 @@ class OutboxRelay:
         return 0.0
 
     # -- loop helpers ---------------------------------------------------------------------------
-
-    async def _periodic_prune(self) -> None:
-        now = asyncio.get_running_loop().time()
-        if self._last_prune is None or now - self._last_prune >= self.config.prune_interval_seconds:
-            self._last_prune = now
-            await self.prune()
 
     async def _periodic_metrics_quietly(self) -> None:
         try:

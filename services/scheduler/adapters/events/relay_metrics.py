@@ -45,11 +45,6 @@ class RelayMetrics:
             "Outbox events too large for the bus, logged and set aside instead of blocking.",
             registry=registry,
         )
-        self.pruned = Counter(
-            "scheduler_outbox_pruned",
-            "Sent outbox rows deleted after the retention period.",
-            registry=registry,
-        )
         self.leader = Gauge(
             "scheduler_outbox_relay_leader",
             "1 while this process is the active outbox relay, 0 while it stands by.",

@@ -22,12 +22,12 @@ from scheduler.adapters.events.outbox_relay import OutboxRelay, RelayConfig
 from scheduler.bootstrap import Container
 from scheduler.config import SchedulerSettings
 
-# Settings the relay reads when SchedulerSettings defines them (env SCHEDULER_OUTBOX_*), with the
-# RelayConfig defaults otherwise.
+# Settings the relay reads when SchedulerSettings defines them (env SCHEDULER_OUTBOX_BATCH_SIZE,
+# _POLL_INTERVAL_SECONDS, _RETRY_MAX_SECONDS), with the RelayConfig defaults otherwise.
+# SCHEDULER_OUTBOX_RETENTION_SECONDS is the retention worker's (workers/retention.py).
 _SETTING_FIELDS = {
     "outbox_batch_size": "batch_size",
     "outbox_poll_interval_seconds": "poll_interval_seconds",
-    "outbox_retention_seconds": "retention_seconds",
     "outbox_retry_max_seconds": "retry_max_seconds",
 }
 

@@ -1,6 +1,7 @@
 """The retention worker (one per worker process; replicas safe): every
 `SCHEDULER_RETENTION_INTERVAL_SECONDS` it runs one bounded pass of service_layer/retention.py and
-counts what went in `scheduler_retention_deleted_total{table}`. A pass that left rows behind
+counts what went in `scheduler_retention_deleted_total{table}` (`table="outbox"`: sent outbox
+rows, which the relay never deletes itself). A pass that left rows behind
 (a backlog larger than one pass) is followed by another after a short pause instead of a whole
 interval. A failed pass (database down) is logged and tried again at the next interval.
 
@@ -55,6 +56,7 @@ def retention_policy(settings: SchedulerSettings) -> RetentionPolicy:
         run_retention=timedelta(days=settings.run_retention_days),
         idempotency_ttl=timedelta(seconds=settings.idempotency_ttl_seconds),
         processed_events_retention=timedelta(days=settings.processed_events_retention_days),
+        outbox_retention=timedelta(seconds=settings.outbox_retention_seconds),
         batch_size=settings.retention_batch_size,
     )
 

@@ -1,4 +1,4 @@
-"""outbox: partial index on sent_at for the relay's pruning of sent rows
+"""outbox: partial index on sent_at for the retention of sent rows
 
 Revision ID: 0004
 Revises: 0003
@@ -17,7 +17,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # Pruning deletes sent rows older than the retention: an index over sent rows only, so the
+    # Retention deletes sent rows older than its cutoff: an index over sent rows only, so the
     # unsent backlog (ix_outbox_unsent) and this one stay disjoint and small.
     op.create_index(
         "ix_outbox_sent_at",
