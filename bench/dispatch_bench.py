@@ -310,10 +310,10 @@ class FirstAttemptTally:
 
     Counting every first-attempt lag the dispatcher reports over-counts whenever a later
     occurrence of the same schedules comes due during the burst (a `* * * * *` schedule whose
-    next minute falls inside the look-ahead): that is how "10,184 delivered for 10,000
-    schedules" was reported while every one of them was a distinct run of a distinct
-    occurrence. Later occurrences are counted apart (`other_occurrences`), and a run whose first
-    attempt starts twice (a lease lost and the run re-claimed) apart again (`repeated`)."""
+    next minute falls inside the look-ahead), though every one of them is a distinct run of a
+    distinct occurrence. Later occurrences are counted apart (`other_occurrences`), and a run
+    whose first attempt starts twice (a lease lost and the run re-claimed) apart again
+    (`repeated`)."""
 
     def __init__(self, scheduled_for: datetime) -> None:
         self.scheduled_for = scheduled_for

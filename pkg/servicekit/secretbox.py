@@ -53,10 +53,6 @@ class SecretBox:
         self._keys = {key_id(k): AESGCM(k) for k in (parse_key(p) for p in previous)}
         self._keys[self._primary_id] = AESGCM(primary_key)
 
-    @property
-    def primary_key_id(self) -> str:
-        return self._primary_id
-
     def encrypt(self, plaintext: str, aad: bytes = b"") -> str:
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._keys[self._primary_id].encrypt(nonce, plaintext.encode(), aad)
@@ -75,8 +71,3 @@ class SecretBox:
             return aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], aad).decode()
         except (InvalidTag, ValueError, binascii.Error) as exc:
             raise SecretBoxError("token does not decrypt (tampered, or wrong key or aad)") from exc
-
-    def needs_reencrypt(self, token: str) -> bool:
-        """True when the token was sealed with a key other than the primary (rotate lazily)."""
-        parts = token.split(".")
-        return len(parts) != 3 or parts[1] != self._primary_id

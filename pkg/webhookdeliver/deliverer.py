@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhookdeliver.addresses import guard_reason, parse_ip
-from webhookdeliver.attempts import MAX_ERROR_MESSAGE_CHARS, MAX_EXCERPT_BYTES
+from webhookdeliver.attempts import MAX_EXCERPT_BYTES, bound_error_message, bound_excerpt
 from webhookdeliver.headers import build_headers
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, check_target_url
@@ -250,7 +250,7 @@ class Deliverer:
                 ok=kind is None,
                 status_code=status,
                 error_kind=kind,
-                error_message=None if message is None else message[:MAX_ERROR_MESSAGE_CHARS],
+                error_message=bound_error_message(message),
                 duration_ms=(time.perf_counter() - started) * 1000.0,
                 response_excerpt=excerpt,
                 retryable=retryable,
@@ -297,7 +297,7 @@ class Deliverer:
                     body, truncated = await self._read_bounded(response)
                     if truncated:
                         response.close()  # unread bytes remain: never pool this connection
-                    excerpt = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
+                    excerpt = bound_excerpt(body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace"))
         except _Refused as exc:
             return result(exc.kind, exc.message, exc.kind != "ssrf_blocked")
         except TimeoutError:

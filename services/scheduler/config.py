@@ -112,10 +112,6 @@ class SchedulerSettings(BaseSettings):
         256 * 1024, ge=1024, le=16 * 1024 * 1024, validation_alias="SCHEDULER_MAX_REQUEST_BYTES"
     )
 
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
     def encryption_keys(self) -> list[bytes]:
         """Current key first, then previous ones; raises MissingSetting on a missing/bad key."""
         if self.secret_key is None:

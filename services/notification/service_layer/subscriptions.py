@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -141,7 +141,3 @@ class SubscriptionService:
             secrets.append(self.box.decrypt(sub.previous_secret_enc, _aad(sub.id)))
         return secrets
 
-
-def without_secrets(sub: SubscriptionRecord) -> SubscriptionRecord:
-    """A copy safe to log: ciphertexts blanked."""
-    return replace(sub, secret_enc="", previous_secret_enc=None)

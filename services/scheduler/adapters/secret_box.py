@@ -2,7 +2,7 @@
 notification uses too, behind the scheduler's interface (raw 32-byte keys, current first; the
 row id as associated data).
 
-Stored form (unchanged): ``v1.<key id>.<urlsafe b64(nonce 12 bytes | ciphertext+tag)>``. The key
+Stored form: ``v1.<key id>.<urlsafe b64(nonce 12 bytes | ciphertext+tag)>``. The key
 id is the first 8 hex chars of SHA-256 of the key, so `SCHEDULER_SECRET_KEY` can rotate: the
 current key encrypts, every configured key (current and previous) can decrypt. The associated
 data binds a ciphertext to its row (the schedule id), so a ciphertext copied to another row fails
@@ -28,10 +28,6 @@ class SecretBox:
             raise ValueError("AES-256 keys are 32 bytes")
         encoded = [base64.urlsafe_b64encode(k).decode("ascii") for k in keys]
         self._box = secretbox.SecretBox(encoded[0], encoded[1:])
-
-    @property
-    def current_key_id(self) -> str:
-        return self._box.primary_key_id
 
     def encrypt(self, plaintext: str, *, associated: str) -> str:
         return self._box.encrypt(plaintext, associated.encode())

@@ -1,11 +1,10 @@
 """A burst of every-minute schedules whose NEXT occurrence is planned while the burst is still
-being dispatched (perf round 2, finding 1: the lag bench reported "10,184 delivered for 10,000
-schedules" on SQLite).
+being dispatched: the next minute's first attempts must not be counted as the measured
+occurrence's.
 
-The extra 184 were first attempts of the next minute's runs, counted as if they belonged to the
-measured occurrence. These tests pin both halves: the service makes exactly one run per
-occurrence and starts each run's first attempt once, and the bench's tally counts only the
-measured occurrence (counting every first attempt, as before, reports twice the schedules here).
+These tests pin both halves: the service makes exactly one run per occurrence and starts each
+run's first attempt once, and the bench's tally counts only the measured occurrence (counting
+every first attempt would report twice the schedules here).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The claim's cost stays bounded by the runs it claims when PostgreSQL's statistics are stale
-(perf round 2, finding 2): right after a burst of new due runs, the planner still believes the
-runs table is empty. The claim's per-row re-check then went through the partial due index instead
-of the primary key and read every due run once per claimed run (measured in the 10,000-run lag
-bench: 4,100 rows filtered per run, 80 ms per claim), doubling the burst's tail.
+"""The claim's cost stays bounded by the runs it claims when PostgreSQL's statistics are
+stale: right after a burst of new due runs, the planner still believes the runs table is empty. A
+per-row re-check planned through the partial due index instead of the primary key would read
+every due run once per claimed run (in the 10,000-run lag bench: 4,100 rows filtered per run,
+80 ms per claim), doubling the burst's tail.
 
 Measured here with the transaction's own statistics (`pg_stat_xact_user_tables.idx_tup_fetch`:
 heap rows fetched through indexes in this transaction), so the test needs no log access.

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
@@ -37,6 +37,3 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
 
     return engine
 
-
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
-    return async_sessionmaker(engine, expire_on_commit=False)
