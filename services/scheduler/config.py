@@ -17,8 +17,10 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
+from scheduler.service_layer.retention import RetentionPolicy
 
 DEV_VAR_DIR = Path("var")
+_RETENTION = RetentionPolicy()  # the retention defaults live in the policy
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 
@@ -84,23 +86,35 @@ class SchedulerSettings(BaseSettings):
     # schedule); consumer dedup ids and sent outbox rows after theirs. At least 1 day of runs:
     # today's runs count to quotas.
     run_retention_days: int = Field(
-        90, ge=1, le=3650, validation_alias="SCHEDULER_RUN_RETENTION_DAYS"
+        _RETENTION.run_retention.days,
+        ge=1,
+        le=3650,
+        validation_alias="SCHEDULER_RUN_RETENTION_DAYS",
     )
     idempotency_ttl_seconds: int = Field(
-        86_400, ge=60, le=90 * 86_400, validation_alias="SCHEDULER_IDEMPOTENCY_TTL_SECONDS"
+        int(_RETENTION.idempotency_ttl.total_seconds()),
+        ge=60,
+        le=90 * 86_400,
+        validation_alias="SCHEDULER_IDEMPOTENCY_TTL_SECONDS",
     )
     processed_events_retention_days: int = Field(
-        30, ge=1, le=3650, validation_alias="SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS"
+        _RETENTION.processed_events_retention.days,
+        ge=1,
+        le=3650,
+        validation_alias="SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS",
     )
     # Sent outbox rows (an audit trail, replays by hand); unsent ones are never deleted.
     outbox_retention_seconds: float = Field(
-        7 * 86_400, ge=0, le=366 * 86_400, validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS"
+        _RETENTION.outbox_retention.total_seconds(),
+        ge=0,
+        le=366 * 86_400,
+        validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS",
     )
     retention_interval_seconds: float = Field(
         300, gt=0, le=86_400, validation_alias="SCHEDULER_RETENTION_INTERVAL_SECONDS"
     )
     retention_batch_size: int = Field(
-        5_000, ge=1, le=10_000, validation_alias="SCHEDULER_RETENTION_BATCH_SIZE"
+        _RETENTION.batch_size, ge=1, le=10_000, validation_alias="SCHEDULER_RETENTION_BATCH_SIZE"
     )
 
     # Rotation: how long the previous webhook secret keeps signing alongside the new one.
