@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,7 +19,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from tests.support.processes import free_port
+from tests.support.processes import ServiceProcess, free_port, wait_until
 from webhookdeliver import verify
 
 DEADLINE_SECONDS = 30.0  # the whole scenario, start-up included
@@ -67,7 +64,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 @dataclass
 class Embedded:
-    proc: asyncio.subprocess.Process
+    proc: ServiceProcess
     scheduler: str
     notification: str
     token: str
@@ -76,47 +73,44 @@ class Embedded:
 
 @pytest.fixture
 async def embedded(tmp_path: Path) -> AsyncIterator[Embedded]:
-    sport, nport = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_PREFIXES)}
-    env["WEBHOOK_ALLOW_PRIVATE_NETWORKS"] = "true"
-    stderr = (tmp_path / "stderr.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
+    nport = free_port()
+    proc = ServiceProcess(
         "embedded",
-        "--scheduler-port",
-        str(sport),
-        "--notification-port",
-        str(nport),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=stderr,
+        tmp_path,
+        env={"WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
+        args=("--scheduler-port", "{port}", "--notification-port", str(nport)),
+        health_path=None,  # the test itself waits for both services
+        strip_env_prefixes=_STRIPPED_PREFIXES,
     )
+    await proc.start()
     try:
-        token = await asyncio.wait_for(_token_from_banner(proc), 20)
-        yield Embedded(
-            proc, f"http://127.0.0.1:{sport}", f"http://127.0.0.1:{nport}", token, tmp_path
-        )
+        token = await _token_from_banner(proc)
+        yield Embedded(proc, proc.base_url, f"http://127.0.0.1:{nport}", token, tmp_path)
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
+        if proc.proc is not None and proc.proc.returncode is None:
+            proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), STOP_SECONDS)
+                await proc.wait(STOP_SECONDS)
             except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        stderr.close()
+                await proc.aclose()
 
 
-async def _token_from_banner(proc: asyncio.subprocess.Process) -> str:
+async def _token_from_banner(proc: ServiceProcess) -> str:
     """The banner's ready-to-paste `export TOKEN=...` line."""
-    assert proc.stdout is not None
-    while line := await proc.stdout.readline():
-        text = line.decode().strip()
-        if text.startswith("export TOKEN="):
-            return text.removeprefix("export TOKEN=")
-    raise AssertionError("the banner printed no token")
+    found: list[str] = []
+
+    async def printed() -> bool:
+        for line in proc.output(tail=100_000).splitlines():
+            if line.strip().startswith("export TOKEN="):
+                found.append(line.strip().removeprefix("export TOKEN="))
+                return True
+        assert proc.proc is not None
+        if proc.proc.returncode is not None:
+            raise AssertionError(f"embedded exited: {proc.output()}")
+        return False
+
+    await wait_until(printed, 20, "the banner's token")
+    return found[0]
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], deadline: float, what: str) -> T:
@@ -214,5 +208,5 @@ async def test_breaker_pause_reaches_inbox_mail_and_subscriber(
         assert envelope["tenant_id"] == "dev-tenant"
 
     # SIGTERM stops both services cleanly.
-    embedded.proc.send_signal(signal.SIGTERM)
-    assert await asyncio.wait_for(embedded.proc.wait(), STOP_SECONDS) == 0
+    embedded.proc.terminate()
+    assert await embedded.proc.wait(STOP_SECONDS) == 0

@@ -61,10 +61,14 @@ class ServiceProcess:
         args: Sequence[str] = (),
         health_path: str | None = "/healthz",
         name: str | None = None,
+        strip_env_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.module = module
         self.workdir = workdir
         self.env = dict(env or {})
+        self.strip_env_prefixes = strip_env_prefixes
+        """Inherited variables with these prefixes are not passed on (they would point the child
+        at other databases, brokers or keys)."""
         self.port = free_port()
         self.args = [a.replace("{port}", str(self.port)) for a in args]
         self.health_path = health_path
@@ -83,13 +87,17 @@ class ServiceProcess:
                 self.module,
                 *self.args,
                 cwd=self.workdir,
-                env={**os.environ, **self.env},
+                env={**self._inherited_env(), "PYTHONUNBUFFERED": "1", **self.env},
                 stdout=out,
                 stderr=out,
             )
         if self.health_path is not None:
             await self.wait_healthy(timeout)
         return self
+
+    def _inherited_env(self) -> dict[str, str]:
+        prefixes = self.strip_env_prefixes
+        return {k: v for k, v in os.environ.items() if not (prefixes and k.startswith(prefixes))}
 
     def output(self, tail: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-tail:] if self.log.exists() else ""
