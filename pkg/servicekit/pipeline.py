@@ -49,7 +49,10 @@ __all__ = [
     "Lease",
     "LeaseStore",
     "LeasedPipeline",
+    "LeasedWorker",
     "PipelineSettings",
+    "Released",
+    "random_owner",
 ]
 
 T = TypeVar("T")
@@ -120,6 +123,15 @@ class Lease(Generic[T, C]):
     @classmethod
     def decided(cls, id: str, item: T, done: C) -> Lease[T, C]:
         return cls(id, item, done=done)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What a store's `release` may hand the writer: an item given back unattempted (its attempt
+    was cancelled at stop), for `write` to make due again with no attempt counted."""
+
+    id: str
+    owner: str
 
 
 class LeaseStore(Protocol[T, C]):
@@ -197,7 +209,9 @@ class LeasedPipeline(Generic[T, C]):
         self.outage = outage
         self.log = logger or logging.getLogger("servicekit.pipeline")
         self.on_written = on_written
-        self.lost = 0
+        self.written = 0
+        """Completions written (since start)."""
+        self.dropped = 0
         """Completions dropped because their lease had been taken over (since start)."""
         self._held: dict[str, _Held[T, C]] = {}
         self._queue: asyncio.Queue[_Done[C] | None] = asyncio.Queue()  # None: the writer ends
@@ -326,8 +340,9 @@ class LeasedPipeline(Generic[T, C]):
             self.log.exception("%s writer: cannot write %d completions", self.name, len(pending))
             lost = ()
         else:
+            self.written += len(pending) - len(lost)
             if lost:
-                self.lost += len(lost)
+                self.dropped += len(lost)
                 self.log.warning(
                     "%s: lease lost for %d items; their results were dropped",
                     self.name,
@@ -474,3 +489,55 @@ class LeasedPipeline(Generic[T, C]):
         await asyncio.gather(*self._side_tasks, return_exceptions=True)
         self._side_tasks = []
         self._writer_task = None
+
+
+class LeasedWorker(Generic[T, C]):
+    """A service's worker that is the store of its own pipeline: the subclass implements the
+    `LeaseStore` methods and sets `self.pipeline = LeasedPipeline(self, ...)`; this base gives
+    it the pipeline's controls. The runtime runs it (`run`, `stop`, `wake`); tests drive it step
+    by step (`pump`, `drain`, `write_once`, `extend_leases_once`)."""
+
+    pipeline: LeasedPipeline[T, C]
+
+    @property
+    def held(self) -> int:
+        """Items leased and not yet written."""
+        return self.pipeline.held
+
+    @property
+    def written(self) -> int:
+        """Completions written (since start)."""
+        return self.pipeline.written
+
+    @property
+    def dropped(self) -> int:
+        """Completions dropped because their lease had been taken over (since start)."""
+        return self.pipeline.dropped
+
+    def wake(self) -> None:
+        """New work may be due: end the claim loop's idle wait."""
+        self.pipeline.wake()
+
+    async def pump(self) -> tuple[int, int]:
+        """Claim once and start the attempts. Returns (claimed, asked)."""
+        return await self.pipeline.pump()
+
+    async def drain(self) -> None:
+        """Wait for every started attempt and write every result."""
+        await self.pipeline.drain()
+
+    async def write_once(self) -> int:
+        """Write the completions queued now (one store call). Returns how many."""
+        return await self.pipeline.write_once()
+
+    async def extend_leases_once(self) -> int:
+        return await self.pipeline.extend_leases_once()
+
+    async def run(self) -> None:
+        """Loop until `stop()` or cancellation (which writes nothing more: the leases of what
+        was held expire and those items are claimed again)."""
+        await self.pipeline.run()
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stop claiming; finish in-flight attempts within the grace; release the rest."""
+        await self.pipeline.stop(grace_seconds)

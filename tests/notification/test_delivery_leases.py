@@ -80,7 +80,7 @@ async def test_lease_is_extended_while_an_attempt_is_slow(
     h = harness
     sub = await one_due_delivery(h, receiver)
     lease = 1.2
-    first = another_dispatcher(h, real_clock, lease_seconds=lease, idle_seconds=0.05)
+    first = another_dispatcher(h, real_clock, lease_seconds=lease, idle_poll_seconds=0.05)
     second = another_dispatcher(h, real_clock, lease_seconds=lease)
     receiver.delays = [3 * lease]  # outlives the lease three times over
     running = asyncio.create_task(first.run())

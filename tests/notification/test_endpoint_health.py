@@ -18,6 +18,7 @@ from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, Receiver, token
 from tests.notification.dispatch import deliver_due
 from tests.notification.events import publish, schedule_event
+from tests.notification.smtp import send_due
 
 
 async def deliver_one(h: Harness, event_type: str = "schedule.run.failed") -> None:
@@ -66,7 +67,7 @@ async def test_five_days_of_failure_disables_and_alerts(
     inbox = (await h.client.get("/v1/notifications/", headers=token("t1"))).json()["items"]
     assert [n["template"] for n in inbox] == ["endpoint_disabled"]
     assert receiver.url in inbox[0]["title"]
-    await h.app.container.alerts.send_due_emails(h.app.container.mailer)
+    assert await send_due(h.app.container.emails) == 1
     [eml] = list((h.settings.var_dir / "mail").glob("*.eml"))
     parsed = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
     assert "disabled" in parsed["Subject"]
@@ -146,3 +147,26 @@ def test_streak_change_counts_from_the_last_success_in_start_order() -> None:
     prior = EndpointHealth(T0 - timedelta(days=9), 40)
     assert changes[0].applied_to(prior) == EndpointHealth(t[2], 2)
     assert not changes[0].clears
+
+
+async def test_a_failing_alert_leaves_the_written_attempts_alone(
+    make_harness: Any, sqlite_url: str, receiver: Receiver
+) -> None:
+    """The health rule runs once the attempts are written: an outage on the alert path is logged
+    and the batch stays written once (a retry of it would find its own leases gone)."""
+    h: Harness = await make_harness(sqlite_url, retry_max_attempts=1)
+    sub = await subscribe(h, receiver.url)
+    receiver.statuses = [500] * 10
+    dispatcher = h.app.container.dispatcher
+    for _ in range(2):
+        await deliver_one(h)
+        h.clock.advance(days=3)
+
+    async def alert_path_down(_sub: object) -> None:
+        raise ConnectionError("alert path unreachable")
+
+    dispatcher.on_endpoint_disabled = alert_path_down
+    await deliver_one(h)  # the third failure in 6 days: disabled; its alert fails
+    assert (dispatcher.written, dispatcher.dropped) == (3, 0)
+    state = await sub_state(h, sub["id"])
+    assert (state["enabled"], state["disabled_reason"]) == (False, "endpoint_failing")

@@ -12,7 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from servicekit.pipeline import MIN_IDLE_SECONDS, Lease, LeasedPipeline, PipelineSettings
+from servicekit.pipeline import (
+    MIN_IDLE_SECONDS,
+    Lease,
+    LeasedPipeline,
+    LeasedWorker,
+    PipelineSettings,
+    Released,
+    random_owner,
+)
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -239,7 +247,7 @@ async def test_lost_leases_are_counted_and_reported() -> None:
     await p.pump()
     await p.drain()
     assert written == [(2, 1)]
-    assert p.lost == 1
+    assert (p.written, p.dropped) == (2, 1)
     assert p.held == 0
 
 
@@ -433,3 +441,49 @@ async def test_the_writer_retries_an_outage_with_backoff_and_keeps_the_batch() -
     await asyncio.wait_for(task, 1.0)
     assert sum(n for n, _ in written) == 4
     assert not store.write_errors
+
+
+class SendingWorker(LeasedWorker[Item, Done | Released]):
+    """A service worker that is its pipeline's store (as both dispatchers are)."""
+
+    def __init__(self, fake: FakeStore) -> None:
+        self.fake = fake
+        self.released: list[Released] = []
+        self.pipeline = LeasedPipeline(self, fake.clock, new_owner=random_owner("wrk_test"))
+
+    async def acquire(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Lease[Item, Done | Released]]:
+        return list(await self.fake.acquire(owner, now, lease_until, limit))  # type: ignore[arg-type]
+
+    async def write(self, completions: Sequence[Done | Released]) -> set[str]:
+        self.released += [c for c in completions if isinstance(c, Released)]
+        return await self.fake.write([c for c in completions if isinstance(c, Done)])
+
+    async def extend(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
+        return await self.fake.extend(leases, until)
+
+    def release(self, lease: Lease[Item, Done | Released], owner: str, now: datetime) -> Released:
+        return Released(lease.id, owner)
+
+    async def next_due_at(self) -> datetime | None:
+        return None
+
+
+async def test_a_leased_worker_has_the_pipelines_controls_and_counters() -> None:
+    clock = Clock()
+    gate = asyncio.Event()
+    fake = FakeStore(clock, due=items(3), lost_ids={"i001"})
+    worker = SendingWorker(fake)
+    assert await worker.pump() == (3, 100)
+    await worker.drain()
+    assert (worker.held, worker.written, worker.dropped) == (0, 2, 1)
+    fake.gate = gate
+    fake.due = [Item("stuck")]
+    task = asyncio.create_task(worker.run())
+    await until(lambda: fake.in_flight.get("a:80") == 1, "the stuck attempt")
+    await worker.stop(grace_seconds=0.01)
+    await asyncio.wait_for(task, 1.0)
+    [released] = worker.released
+    assert released.id == "stuck"
+    assert released.owner.startswith("wrk_test:")

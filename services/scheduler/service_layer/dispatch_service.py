@@ -1,8 +1,8 @@
 """The run dispatcher: claim due runs, perform their action concurrently, settle results in
 batches, on the one delivery discipline of both services (`servicekit.pipeline.LeasedPipeline`:
 a continuous claim loop, per-key slots inside a global cap, a batched writer, lease extension,
-graceful stop; read its docstring for the mechanism). This module supplies what is the
-scheduler's, `RunLeases`:
+graceful stop; read its docstring for the mechanism). `RunDispatcher` is that pipeline's store
+and supplies what is the scheduler's:
 
 - acquire: the runs repository's claim (tenant-fair) under the pipeline's owner token, then the
   claim-time checks, and attempts ordered tenant by tenant in turn (`tenant_round_robin`) so one
@@ -42,7 +42,7 @@ from scheduler.service_layer.run_ports import (
 )
 from scheduler.service_layer.settle import Completion, settle_completions
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.pipeline import Lease, LeasedPipeline, PipelineSettings
+from servicekit.pipeline import Lease, LeasedPipeline, LeasedWorker, PipelineSettings
 from webhookdeliver import BackoffPolicy
 
 log = logging.getLogger("scheduler.dispatcher")
@@ -100,8 +100,10 @@ def retry_delay(
     )
 
 
-class RunLeases:
-    """The scheduler's side of the pipeline (`servicekit.pipeline.LeaseStore[Run, Completion]`)."""
+class RunDispatcher(LeasedWorker[Run, Completion]):
+    """The runs' `LeasedPipeline`, whose store is this dispatcher (`acquire`, `write`, `extend`,
+    `release`, `next_due_at`); `LeasedWorker` gives it the pipeline's controls (`run`, `stop`,
+    `wake`, and `pump`, `drain`, `write_once`, `extend_leases_once` for tests)."""
 
     def __init__(
         self,
@@ -109,16 +111,35 @@ class RunLeases:
         performer: ActionPerformer,
         clock: Clock,
         *,
-        tenants: TenantStatus,
-        observer: DispatchObserver,
-        rng: random.Random,
+        settings: DispatchSettings | None = None,
+        worker_id: str | None = None,
+        tenants: TenantStatus | None = None,
+        observer: DispatchObserver | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.uows = uows
         self.performer = performer
         self.clock = clock
-        self.tenants = tenants
-        self.observer = observer
-        self.rng = rng
+        self.settings = settings or DispatchSettings()
+        self.worker_id = worker_id or new_id("wrk")
+        self.tenants = tenants or NeverSuspended()
+        self.observer: DispatchObserver = observer or _NoMetrics()
+        self.rng = rng or random.Random()
+        self.pipeline: LeasedPipeline[Run, Completion] = LeasedPipeline(
+            self,
+            clock,
+            settings=self.settings,
+            new_owner=self._new_owner,
+            name="dispatcher",
+            outage="database unavailable",
+            logger=log,
+            on_written=self.observer.settled,
+        )
+
+    def _new_owner(self, now: datetime) -> str:
+        return f"{self.worker_id}:{new_id('lse', at=now)}"
+
+    # ---- the pipeline's store (servicekit.pipeline.LeaseStore) -----------------------------
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -221,93 +242,6 @@ class RunLeases:
     async def next_due_at(self) -> datetime | None:
         async with self.uows() as uow:
             return await uow.runs.next_run_due_at()
-
-
-class RunDispatcher:
-    """`LeasedPipeline` over `RunLeases`; the worker runtime runs it (`run`, `stop`, `wake`) and
-    tests drive it step by step (`pump`, `drain`, `write_once`, `extend_leases_once`)."""
-
-    def __init__(
-        self,
-        uows: UnitOfWorkFactory,
-        performer: ActionPerformer,
-        clock: Clock,
-        *,
-        settings: DispatchSettings | None = None,
-        worker_id: str | None = None,
-        tenants: TenantStatus | None = None,
-        observer: DispatchObserver | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.uows = uows
-        self.clock = clock
-        self.settings = settings or DispatchSettings()
-        self.worker_id = worker_id or new_id("wrk")
-        metrics: DispatchObserver = observer or _NoMetrics()
-        self.leases = RunLeases(
-            uows,
-            performer,
-            clock,
-            tenants=tenants or NeverSuspended(),
-            observer=metrics,
-            rng=rng or random.Random(),
-        )
-        self.pipeline: LeasedPipeline[Run, Completion] = LeasedPipeline(
-            self.leases,
-            clock,
-            settings=self.settings,
-            new_owner=self._new_owner,
-            name="dispatcher",
-            outage="database unavailable",
-            logger=log,
-            on_written=metrics.settled,
-        )
-
-    def _new_owner(self, now: datetime) -> str:
-        return f"{self.worker_id}:{new_id('lse', at=now)}"
-
-    @property
-    def performer(self) -> ActionPerformer:
-        return self.leases.performer
-
-    @performer.setter
-    def performer(self, performer: ActionPerformer) -> None:
-        self.leases.performer = performer
-
-    def wake(self) -> None:
-        """New work may be due (the planner inserted runs, the API triggered one)."""
-        self.pipeline.wake()
-
-    @property
-    def held(self) -> int:
-        return self.pipeline.held
-
-    async def pump(self) -> tuple[int, int]:
-        """Claim once and start the attempts. Returns (claimed, asked)."""
-        return await self.pipeline.pump()
-
-    async def write_once(self) -> int:
-        """Settle every completion queued now (one transaction). Returns how many."""
-        return await self.pipeline.write_once()
-
-    async def drain(self) -> None:
-        """Wait for every started attempt and write every result (tests, shutdown)."""
-        await self.pipeline.drain()
-
-    async def extend_leases_once(self) -> int:
-        return await self.pipeline.extend_leases_once()
-
-    async def next_due_at(self) -> datetime | None:
-        return await self.leases.next_due_at()
-
-    async def run(self) -> None:
-        """Loop until `stop()` or cancellation (which writes nothing more: the leases of what
-        was held expire and those runs are claimed again)."""
-        await self.pipeline.run()
-
-    async def stop(self, grace_seconds: float = 10.0) -> None:
-        """Stop claiming; finish in-flight attempts within the grace; release the rest."""
-        await self.pipeline.stop(grace_seconds)
 
 
 def tenant_round_robin(claimed: Sequence[Run]) -> list[Run]:
