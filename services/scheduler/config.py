@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
 from scheduler.service_layer.retention import RetentionPolicy
+from servicekit.pipeline import PipelineSettings
 
 DEV_VAR_DIR = Path("var")
 _RETENTION = RetentionPolicy()  # the retention defaults live in the policy
@@ -61,7 +62,10 @@ class SchedulerSettings(BaseSettings):
 
     # Workers.
     dispatch_concurrency: int = Field(
-        64, ge=1, le=1000, validation_alias="SCHEDULER_DISPATCH_CONCURRENCY"
+        PipelineSettings().concurrency,
+        ge=1,
+        le=1000,
+        validation_alias="SCHEDULER_DISPATCH_CONCURRENCY",
     )
     planner_lookahead_seconds: int = Field(
         int(DEFAULT_LOOKAHEAD.total_seconds()),
