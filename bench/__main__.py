@@ -79,11 +79,13 @@ def _compare(names: list[str], rev: str, *, quick: bool) -> dict[str, Any]:
             baseline_names = set(_available(tree / "bench"))
             for name in names:
                 entry: dict[str, Any] = {}
-                if name in baseline_names:
-                    entry["baseline"] = _run_in(tree, name, quick=quick)
-                else:
-                    entry["baseline"] = None  # the benchmark is new since the baseline
-                entry["current"] = _run_in(ROOT, name, quick=quick)
+                # New since the baseline: nothing to compare with.
+                sides = [("baseline", tree)] if name in baseline_names else []
+                for side, where in [*sides, ("current", ROOT)]:
+                    try:
+                        entry[side] = _run_in(where, name, quick=quick)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        entry[side] = {"error": str(exc)[-3000:]}  # the others still run
                 report[name] = entry
                 print(f"bench {name}: baseline and current done", file=sys.stderr)
         finally:
