@@ -4,6 +4,7 @@ Imports neither service. Services build a publisher and consumers with `make_pub
 `make_consumer`; in the embedded default both services share one `InProcessBus`.
 """
 
+from eventbus.consuming import BatchConsumer
 from eventbus.dedup import SeenIds
 from eventbus.envelope import decode, encode, envelope, format_time, parse_time
 from eventbus.errors import BusError, ConsumeError, EnvelopeError, PublishError
@@ -16,6 +17,7 @@ from eventbus.ports import Consumer, Publisher
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "BatchConsumer",
     "BusError",
     "ConsumeError",
     "Consumer",

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from notification.adapters.db import create_engine
 from notification.adapters.delivery_store import SqlDeliveryStore
+from notification.adapters.email_store import SqlEmailStore
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
 from notification.adapters.migrate import upgrade
 from notification.adapters.rendering import JinjaAlertRenderer
@@ -24,6 +25,7 @@ from notification.service_layer.dispatch import (
     DeliveryDispatcher,
     DispatchSettings,
 )
+from notification.service_layer.email_sender import EmailSender, EmailSettings
 from notification.service_layer.fanout import FanOut
 from notification.service_layer.ports import Mailer
 from notification.service_layer.subscriptions import SubscriptionService
@@ -70,6 +72,7 @@ class Container:
     fanout: FanOut
     alerts: AlertService
     dispatcher: DeliveryDispatcher
+    emails: EmailSender
     mailer: Mailer
     deliverer: Deliverer | None  # owned (closed by aclose) when we created it
     clock: Callable[[], datetime]
@@ -103,12 +106,17 @@ def bootstrap(
         allow_private_networks=settings.webhook_allow_private_networks,
         secret_grace_seconds=settings.secret_grace_seconds,
     )
-    alerts = AlertService(
-        store,
-        JinjaAlertRenderer(),
+    alerts = AlertService(store, JinjaAlertRenderer(), clock)
+    mailer = mailer or make_mailer(settings)
+    emails = EmailSender(
+        SqlEmailStore(engine),
+        mailer,
         clock,
         mail_from=settings.mail_from,
-        email_max_attempts=settings.email_max_attempts,
+        settings=EmailSettings(
+            max_attempts=settings.email_max_attempts,
+            idle_poll_seconds=settings.poll_interval_seconds,
+        ),
     )
     owned = None
     if delivery_client is None:
@@ -138,11 +146,11 @@ def bootstrap(
         on_endpoint_disabled=alerts.endpoint_disabled,
         settings=DispatchSettings(
             concurrency=settings.dispatch_concurrency,
-            per_endpoint_limit=settings.dispatch_per_endpoint_limit,
+            per_key_limit=settings.dispatch_per_endpoint_limit,
             claim_batch=settings.dispatch_batch_size,
             lease_seconds=settings.dispatch_lease_seconds,
             timeout_seconds=settings.delivery_timeout_seconds,
-            idle_seconds=settings.poll_interval_seconds,
+            idle_poll_seconds=settings.poll_interval_seconds,
         ),
     )
     return Container(
@@ -153,7 +161,8 @@ def bootstrap(
         fanout=FanOut(store, clock),
         alerts=alerts,
         dispatcher=dispatcher,
-        mailer=mailer or make_mailer(settings),
+        emails=emails,
+        mailer=mailer,
         deliverer=owned,
         clock=clock,
     )

@@ -7,7 +7,6 @@ import email
 import email.policy
 import json
 import ssl
-from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,13 @@ from typing import Any
 import pytest
 import trustme
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
 from notification.domain.alerts import Channel, InvalidAlertRequest, parse_alert_request
 from tests.notification.conftest import Harness, token
 from tests.notification.events import publish
+from tests.notification.smtp import Inbox, send_due
 from tests.support.processes import free_port
 
 AUTO_PAUSE = {
@@ -48,25 +48,6 @@ def wrapped(event_id: str, request: dict[str, Any]) -> bytes:
     return json.dumps(env).encode()
 
 
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[tuple[Envelope, EmailMessage]] = []
-
-    async def handle_DATA(self, server: Any, session: Session, envelope: Envelope) -> str:
-        parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
-        self.messages.append((envelope, parsed))
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[Inbox, int]]:
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield inbox, controller.port
-    controller.stop()
-
-
 async def setup_contacts(h: Harness, emails: list[str]) -> None:
     resp = await h.client.put("/v1/alert-contacts", json={"emails": emails}, headers=token("t1"))
     assert resp.status_code == 200, resp.text
@@ -80,7 +61,7 @@ async def test_auto_pause_alert_reaches_smtp_and_inbox(
     await setup_contacts(h, ["ops@example.com", "OPS@example.com", "dev@example.com"])
     await publish(h.bus, "notification-requests", wrapped("evt_pause_1", AUTO_PAUSE))
     assert await h.app.requests.run_once() == 1
-    assert await h.app.container.alerts.send_due_emails(h.app.container.mailer) == 1
+    assert await send_due(h.app.container.emails) == 1
 
     [(envelope, message)] = inbox.messages
     assert sorted(envelope.rcpt_tos) == ["dev@example.com", "ops@example.com"]
@@ -114,7 +95,7 @@ async def test_same_event_twice_alerts_once(make_harness: Any, sqlite_url: str) 
     raw = wrapped("evt_dup", AUTO_PAUSE)
     await publish(h.bus, "notification-requests", raw, raw)
     await h.app.requests.run_once()
-    assert await h.app.container.alerts.send_due_emails(h.app.container.mailer) == 1
+    assert await send_due(h.app.container.emails) == 1
     page = (await h.client.get("/v1/notifications/", headers=token("t1"))).json()
     assert len(page["items"]) == 1
 
@@ -125,14 +106,14 @@ async def test_eml_fallback_and_bare_request(make_harness: Any, sqlite_url: str)
     await setup_contacts(h, ["ops@example.com"])
     await publish(h.bus, "notification-requests", json.dumps(AUTO_PAUSE).encode())
     await h.app.requests.run_once()
-    await h.app.container.alerts.send_due_emails(h.app.container.mailer)
+    await send_due(h.app.container.emails)
     files = list((h.settings.var_dir / "mail").glob("*.eml"))
     assert len(files) == 1
     parsed = email.message_from_bytes(files[0].read_bytes(), policy=email.policy.default)
     assert "nightly-report" in parsed["Subject"]
     assert parsed["To"] == "ops@example.com"
     # A re-read of the same bare request (same bus position) does not alert twice.
-    await h.app.container.alerts.send_due_emails(h.app.container.mailer)
+    await send_due(h.app.container.emails)
     assert len(list((h.settings.var_dir / "mail").glob("*.eml"))) == 1
 
 
@@ -140,7 +121,7 @@ async def test_in_app_only_and_no_contacts(make_harness: Any, sqlite_url: str) -
     h: Harness = await make_harness(sqlite_url)
     await publish(h.bus, "notification-requests", wrapped("evt_a", AUTO_PAUSE))
     await h.app.requests.run_once()
-    assert await h.app.container.alerts.send_due_emails(h.app.container.mailer) == 0
+    assert await send_due(h.app.container.emails) == 0
     assert len((await h.client.get("/v1/notifications/", headers=token("t1"))).json()["items"]) == 1
 
 
@@ -160,11 +141,11 @@ async def test_smtp_failure_is_retried_later(make_harness: Any, sqlite_url: str)
     await setup_contacts(h, ["ops@example.com"])
     await publish(h.bus, "notification-requests", wrapped("evt_r", AUTO_PAUSE))
     await h.app.requests.run_once()
-    alerts = h.app.container.alerts
-    assert await alerts.send_due_emails(h.app.container.mailer) == 1  # attempted, failed
-    assert await alerts.send_due_emails(h.app.container.mailer) == 0  # not due yet
+    emails = h.app.container.emails
+    assert await send_due(emails) == 1  # attempted, failed
+    assert await send_due(emails) == 0  # not due yet
     h.clock.advance(seconds=31)
-    assert await alerts.send_due_emails(h.app.container.mailer) == 1  # retried
+    assert await send_due(emails) == 1  # retried
 
 
 class _Auth:

@@ -22,12 +22,9 @@ from notification.adapters.tables import (
     webhook_deliveries,
 )
 from notification.config import NotificationSettings
-from notification.entrypoints.retention import (
-    BACKLOG_PAUSE_SECONDS,
-    RetentionWorker,
-    retention_policy,
-)
+from notification.entrypoints.retention import retention_policy, retention_worker
 from notification.service_layer.retention import RetainedTable, RetentionPolicy, prune_once
+from servicekit.retention import BACKLOG_PAUSE_SECONDS
 from tests.notification.conftest import Harness
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -245,7 +242,7 @@ async def test_worker_pauses_an_interval_between_passes_and_a_second_during_a_ba
     engine = harness.app.container.engine
     await add_subscription(engine, "sub_live", None)
     harness.clock.now = NOW
-    worker = RetentionWorker(
+    worker = retention_worker(
         SqlRetentionStore(engine),
         RetentionPolicy(batch_size=2, max_batches=1),
         harness.clock,
@@ -262,7 +259,7 @@ async def test_worker_pauses_an_interval_between_passes_and_a_second_during_a_ba
     assert await ids(engine, webhook_deliveries.c.id) == set()
     # The app runs the same worker, at the configured interval.
     assert harness.app.retention.interval_seconds == harness.settings.retention_interval_seconds
-    short = RetentionWorker(SqlRetentionStore(engine), POLICY, harness.clock, interval_seconds=5)
+    short = retention_worker(SqlRetentionStore(engine), POLICY, harness.clock, interval_seconds=5)
     assert short.loop.start_delay_seconds == 5  # never later than one interval
 
 

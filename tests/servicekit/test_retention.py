@@ -1,14 +1,24 @@
 """The batch-pruning driver: stops on a short batch, flags a backlog at the cap, counts per table
-(own rows and dependents), keeps step order."""
+(own rows and dependents), keeps step order. The retention worker: passes at the interval, a
+second apart during a backlog, a failed pass retried with the loop's backoff and counted."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 
-from servicekit.retention import Deleted, PruneStep, check_batching, prune_in_batches
+from servicekit.retention import (
+    Deleted,
+    PruneStep,
+    RetentionReport,
+    RetentionWorker,
+    check_batching,
+    prune_in_batches,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -128,3 +138,62 @@ async def test_refuses_empty_or_oversized_bounds(
 def test_accepts_the_bounds_themselves() -> None:
     check_batching(1, 1)
     check_batching(10_000, 10_000)
+
+
+class Passes:
+    """`prune_once` answering from a script: an exception is raised, a report returned."""
+
+    def __init__(self, *script: RetentionReport[Table] | Exception) -> None:
+        self.script = list(script)
+        self.times: list[datetime] = []
+
+    async def __call__(self, now: datetime) -> RetentionReport[Table]:
+        self.times.append(now)
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+async def test_worker_waits_backs_off_and_counts_by_table() -> None:
+    registry = CollectorRegistry()
+    deleted = Counter("t_deleted", "rows", ["table"], registry=registry)
+    failures = Counter("t_failures", "passes", registry=registry)
+    passes = Passes(
+        ConnectionRefusedError("database down"),
+        ConnectionRefusedError("database down"),
+        RetentionReport({Table.PARENTS: 5, Table.CHILDREN: 10}, batches=2, more=True),
+        RetentionReport({Table.PARENTS: 1}, batches=1),
+    )
+    waits: list[float] = []
+
+    async def record(event: asyncio.Event, seconds: float) -> None:
+        waits.append(seconds)
+        if not passes.script:
+            worker.stop()
+
+    worker = RetentionWorker(
+        passes,
+        lambda: NOW,
+        deleted=deleted,
+        failures=failures,
+        interval_seconds=300,
+        waiter=record,
+    )
+    await asyncio.wait_for(worker.run(), 5)
+    # Start delay; backoff 1 s, 2 s (the loop's rule); a second during the backlog; interval.
+    assert waits == [30.0, 1.0, 2.0, 1.0, 300.0]
+    assert passes.times == [NOW] * 4
+    assert registry.get_sample_value("t_failures_total") == 2
+    assert registry.get_sample_value("t_deleted_total", {"table": "parents"}) == 6
+    assert registry.get_sample_value("t_deleted_total", {"table": "children"}) == 10
+    assert worker.last_report is not None
+    assert worker.last_report.total == 1
+
+
+def test_worker_waits_never_exceed_the_interval() -> None:
+    deleted = Counter("t_short", "rows", ["table"], registry=CollectorRegistry())
+    worker = RetentionWorker(Passes(), lambda: NOW, deleted=deleted, interval_seconds=0.5)
+    assert worker.loop.start_delay_seconds == 0.5
+    assert worker.loop.backoff.initial_seconds == 0.5
+    assert worker.loop.backoff.max_seconds == 0.5

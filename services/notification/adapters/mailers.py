@@ -35,6 +35,10 @@ class SmtpMailer:
         self.timeout = timeout_seconds
         self.ssl_context = ssl_context
 
+    @property
+    def server(self) -> str:
+        return f"{self.host.lower()}:{self.port}"
+
     async def send(self, message: EmailMessage) -> None:
         await aiosmtplib.send(
             message,
@@ -55,6 +59,10 @@ class EmlDirMailer:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+
+    @property
+    def server(self) -> str:
+        return f"file:{self.directory}"
 
     async def send(self, message: EmailMessage) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

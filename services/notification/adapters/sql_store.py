@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, text, true, update
@@ -21,10 +21,10 @@ from notification.adapters.tables import (
     subscriptions,
     webhook_deliveries,
 )
+from notification.domain.alerts import EmailStatus
 from notification.domain.deliveries import DeliveryStatus
 from notification.service_layer.ports import (
     DeliveryRecord,
-    EmailRecord,
     NewDelivery,
     NewEmail,
     NotificationRecord,
@@ -106,19 +106,6 @@ class SqlNotificationStore:
     def _insert_ignore(self, table: Any) -> Any:
         """INSERT ... ON CONFLICT DO NOTHING."""
         return self._dialect_insert(table).on_conflict_do_nothing()
-
-    async def _lease(
-        self, conn: AsyncConnection, due: Select[Any], table: Any, **lease: Any
-    ) -> list[str]:
-        """Claim the ids `due` selects: set `lease` on those rows in the open transaction. On
-        PostgreSQL the rows are locked SKIP LOCKED, so several claimers take disjoint batches
-        without waiting on each other."""
-        if self._postgres:
-            due = due.with_for_update(of=table, skip_locked=True)
-        ids = list((await conn.execute(due)).scalars())
-        if ids:
-            await conn.execute(update(table).where(table.c.id.in_(ids)).values(**lease))
-        return ids
 
     async def ping(self) -> bool:
         async with self.engine.connect() as conn:
@@ -366,7 +353,7 @@ class SqlNotificationStore:
                         **email.__dict__,
                         tenant_id=tenant_id,
                         request_id=request_id,
-                        status="pending",
+                        status=EmailStatus.PENDING.value,
                         attempt_count=0,
                         next_attempt_at=now,
                         last_error=None,
@@ -399,57 +386,3 @@ class SqlNotificationStore:
             await conn.execute(update(n).where(*where, n.c.read_at.is_(None)).values(read_at=now))
             row = (await conn.execute(select(n).where(*where))).mappings().first()
         return _notification(row) if row else None
-
-    async def claim_due_emails(
-        self, now: datetime, limit: int, lease_seconds: float
-    ) -> list[EmailRecord]:
-        e = outbound_emails
-        due = (
-            select(e.c.id)
-            .where(e.c.status == "pending", e.c.next_attempt_at <= now)
-            .order_by(e.c.next_attempt_at)
-            .limit(limit)
-        )
-        async with self.engine.begin() as conn:
-            # The lease is the next_attempt_at itself: a sender that dies is retried after it.
-            lease = now + timedelta(seconds=lease_seconds)
-            ids = await self._lease(conn, due, e, next_attempt_at=lease)
-            if not ids:
-                return []
-            rows = (await conn.execute(select(e).where(e.c.id.in_(ids)))).mappings().all()
-        return [
-            EmailRecord(
-                id=r["id"],
-                tenant_id=r["tenant_id"],
-                recipients=list(r["recipients"]),
-                subject=r["subject"],
-                text_body=r["text_body"],
-                html_body=r["html_body"],
-                attempt_count=r["attempt_count"],
-            )
-            for r in rows
-        ]
-
-    async def complete_email(
-        self,
-        email_id: str,
-        *,
-        sent: bool,
-        error: str | None,
-        next_attempt_at: datetime | None,
-        now: datetime,
-    ) -> None:
-        e = outbound_emails
-        status = "sent" if sent else ("pending" if next_attempt_at else "failed")
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                update(e)
-                .where(e.c.id == email_id)
-                .values(
-                    status=status,
-                    attempt_count=e.c.attempt_count + 1,
-                    next_attempt_at=next_attempt_at,
-                    last_error=error,
-                    sent_at=now if sent else None,
-                )
-            )

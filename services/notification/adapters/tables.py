@@ -155,6 +155,9 @@ outbound_emails = Table(
     Column("status", String(20), nullable=False),  # pending | sent | failed
     Column("attempt_count", Integer, nullable=False),
     Column("next_attempt_at", UTCDateTime, nullable=True),
+    # The lease of the sender claim attempting it (migration 0004), as on webhook_deliveries.
+    Column("lease_owner", String(80), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("last_error", Text, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("sent_at", UTCDateTime, nullable=True),

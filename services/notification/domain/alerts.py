@@ -68,3 +68,23 @@ def parse_alert_request(value: object, position_id: str) -> AlertRequest:
         raise InvalidAlertRequest("'data' must be an object")
     ident = _str(outer, "id") or _str(inner, "id") or position_id
     return AlertRequest(ident[:MAX_ID_CHARS], tenant_id, channels, template, data)
+
+
+class EmailStatus(StrEnum):
+    """An outbound email: `pending` until sent, or `failed` once its attempts are spent."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+EMAIL_RETRY_SECONDS = (30, 120, 600, 1800, 3600)
+"""Waits after attempt 1, 2, ...; the last one repeats until the attempts are spent."""
+
+
+def email_retry_seconds(attempts_made: int, max_attempts: int) -> int | None:
+    """The wait before the next attempt of an email whose `attempts_made`-th attempt failed,
+    or None when that was its last."""
+    if attempts_made >= max_attempts:
+        return None
+    return EMAIL_RETRY_SECONDS[min(attempts_made, len(EMAIL_RETRY_SECONDS)) - 1]

@@ -27,19 +27,19 @@ from notification.adapters.retention_store import SqlRetentionStore
 from notification.bootstrap import ConfigError, Container, bootstrap, utc_now
 from notification.config import NotificationSettings
 from notification.entrypoints.api.app import create_app
-from notification.entrypoints.retention import RetentionWorker, retention_policy
+from notification.entrypoints.retention import retention_policy, retention_worker
 from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
-from servicekit.worker import WorkerGroup, WorkerLoop, busy_or_idle
+from servicekit.worker import Step, WorkerGroup, WorkerLoop
 
 log = logging.getLogger(__name__)
 
 # Same file name as the scheduler's dev key, so `scheduler token` tokens work here in dev.
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 STOP_TIMEOUT_SECONDS = 10.0
-MAX_BACKOFF_SECONDS = 30.0  # a consumer or the email sender retries at least this often
+MAX_BACKOFF_SECONDS = 30.0  # a consumer retries at least this often
 
 
 def resolve_auth_settings(settings: NotificationSettings) -> AuthSettings:
@@ -68,7 +68,7 @@ class NotificationApp:
         self.asgi_app = asgi_app
         self.events = events
         self.requests = requests
-        self.retention = RetentionWorker(
+        self.retention = retention_worker(
             SqlRetentionStore(container.engine),
             retention_policy(container.settings),
             container.clock,
@@ -91,16 +91,16 @@ class NotificationApp:
         idle = settings.poll_interval_seconds
         c = self.container
         workers = WorkerGroup(logger=log)
-        steps = {
-            "fanout": lambda: self.events.run_once(timeout_seconds=idle),
-            "alert-requests": lambda: self.requests.run_once(timeout_seconds=idle),
-            "email": lambda: c.alerts.send_due_emails(c.mailer),
+        # A consumer's poll waits up to `idle` for records.
+        steps: dict[str, Step] = {
+            "fanout": self.events.step,
+            "alert-requests": self.requests.step,
         }
         for name, step in steps.items():
             workers.add_loop(
                 WorkerLoop(
                     name,
-                    busy_or_idle(step),
+                    step,
                     idle_seconds=idle,
                     backoff_initial_seconds=min(2 * idle, MAX_BACKOFF_SECONDS),
                     backoff_max_seconds=MAX_BACKOFF_SECONDS,
@@ -110,6 +110,7 @@ class NotificationApp:
         workers.add_loop(self.retention.loop)
         # Stop claiming, finish or release what is in flight, write what finished.
         workers.add("dispatcher", c.dispatcher.run, drain=c.dispatcher.stop)
+        workers.add("email sender", c.emails.run, drain=c.emails.stop)
         self._workers = workers
         self._workers_task = asyncio.create_task(workers.run(), name="workers")
 
@@ -152,6 +153,7 @@ def build_notification(
         ),
         container.fanout,
         batch_size=settings.consumer_batch_size,
+        poll_seconds=settings.poll_interval_seconds,
     )
     requests = AlertRequestWorker(
         make_consumer(
@@ -163,5 +165,6 @@ def build_notification(
         ),
         container.alerts,
         batch_size=settings.consumer_batch_size,
+        poll_seconds=settings.poll_interval_seconds,
     )
     return NotificationApp(container, create_app(container, verifier), events, requests)

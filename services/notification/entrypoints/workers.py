@@ -1,16 +1,17 @@
-"""The two consumers (events fan-out, alert requests). Each `run_once` does one bounded step and
-returns how many records it handled; runtime.py runs it in a servicekit `WorkerLoop`."""
+"""The two consumers (events fan-out, alert requests): eventbus's `BatchConsumer` with this
+service's parsing and handlers; runtime.py runs each `step` in a servicekit `WorkerLoop`. A
+batch whose handler fails is retried whole before anything new is polled, so its offsets are
+never committed past records not handled; handlers are idempotent (the fan-out's unique
+(event, subscription) key, the alert requests' dedup id)."""
 
 from __future__ import annotations
 
-import abc
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from prometheus_client import Counter
 
-from eventbus import EnvelopeError, Record
+from eventbus import BatchConsumer, EnvelopeError, Record
 from eventbus.envelope import decode
 from eventbus.ports import Consumer
 from notification.domain.alerts import AlertRequest, InvalidAlertRequest, parse_alert_request
@@ -27,79 +28,71 @@ DELIVERIES_CREATED = Counter(
 )
 
 
-T = TypeVar("T")
+def _count_malformed(record: Record) -> None:
+    CONSUMED.labels(record.topic, "malformed").inc()
 
 
-def _well_formed(
-    records: Sequence[Record],
-    parse: Callable[[Record], T],
-    errors: tuple[type[Exception], ...],
-    what: str,
-) -> Iterator[tuple[Record, T]]:
-    """Parse each record; a poison message is skipped (and counted), never retried forever. A
-    record counts as "ok" once the caller's loop body for it has run."""
+def _count_handled(records: Sequence[Record]) -> None:
     for record in records:
-        try:
-            item = parse(record)
-        except errors as exc:
-            log.warning("skipping malformed %s", what, extra={"error": str(exc)})
-            CONSUMED.labels(record.topic, "malformed").inc()
-            continue
-        yield record, item
         CONSUMED.labels(record.topic, "ok").inc()
 
 
-class _BatchConsumerWorker(abc.ABC):
-    """Poll a batch, handle it, then commit the offsets: a crash before the commit re-reads the
-    batch, so handlers must be idempotent."""
-
-    def __init__(self, consumer: Consumer, *, batch_size: int) -> None:
-        self.consumer = consumer
-        self.batch_size = batch_size
-
-    async def run_once(self, timeout_seconds: float = 0.0) -> int:
-        records = await self.consumer.poll(
-            max_records=self.batch_size, timeout_seconds=timeout_seconds
-        )
-        if not records:
-            return 0
-        await self._handle(records)
-        await self.consumer.commit()
-        return len(records)
-
-    @abc.abstractmethod
-    async def _handle(self, records: Sequence[Record]) -> None: ...
-
-
-class EventFanOutWorker(_BatchConsumerWorker):
+class EventFanOutWorker(BatchConsumer[IncomingEvent]):
     """Consumes event topics; commits offsets only after the deliveries rows are durable."""
 
-    def __init__(self, consumer: Consumer, fanout: FanOut, *, batch_size: int) -> None:
-        super().__init__(consumer, batch_size=batch_size)
+    def __init__(
+        self, consumer: Consumer, fanout: FanOut, *, batch_size: int, poll_seconds: float = 1.0
+    ) -> None:
+        super().__init__(
+            consumer,
+            parse=_incoming_event,
+            handle=self._fan_out,
+            name="fanout",
+            max_records=batch_size,
+            poll_seconds=poll_seconds,
+            on_malformed=_count_malformed,
+            on_handled=_count_handled,
+            logger=log,
+        )
         self.fanout = fanout
 
-    async def _handle(self, records: Sequence[Record]) -> None:
-        events = [
-            IncomingEvent(env["id"], env["type"], env["tenant_id"], record.value)
-            for record, env in _well_formed(
-                records, lambda r: decode(r.value), (EnvelopeError,), "event"
-            )
-        ]
+    async def _fan_out(self, events: Sequence[IncomingEvent]) -> None:
         DELIVERIES_CREATED.inc(await self.fanout.handle(events))
 
 
-class AlertRequestWorker(_BatchConsumerWorker):
+class AlertRequestWorker(BatchConsumer[AlertRequest]):
     """Consumes `notification-requests`; commits after the alerts are recorded."""
 
-    def __init__(self, consumer: Consumer, alerts: AlertService, *, batch_size: int) -> None:
-        super().__init__(consumer, batch_size=batch_size)
+    def __init__(
+        self,
+        consumer: Consumer,
+        alerts: AlertService,
+        *,
+        batch_size: int,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        super().__init__(
+            consumer,
+            parse=_parse_alert_request,
+            handle=self._record_alerts,
+            name="alert-requests",
+            max_records=batch_size,
+            poll_seconds=poll_seconds,
+            malformed=(EnvelopeError, InvalidAlertRequest),
+            on_malformed=_count_malformed,
+            on_handled=_count_handled,
+            logger=log,
+        )
         self.alerts = alerts
 
-    async def _handle(self, records: Sequence[Record]) -> None:
-        for _, request in _well_formed(
-            records, _parse_alert_request, (EnvelopeError, InvalidAlertRequest), "alert request"
-        ):
+    async def _record_alerts(self, requests: Sequence[AlertRequest]) -> None:
+        for request in requests:
             await self.alerts.handle(request)
+
+
+def _incoming_event(record: Record) -> IncomingEvent:
+    env = decode(record.value)
+    return IncomingEvent(env["id"], env["type"], env["tenant_id"], record.value)
 
 
 def _parse_alert_request(record: Record) -> AlertRequest:

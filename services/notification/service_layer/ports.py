@@ -1,8 +1,10 @@
 """What the service layer needs from the outside world, and the records that cross that line.
 
 The SQL store (`adapters/sql_store.py`) implements `NotificationStore` on SQLite and PostgreSQL;
-every method is one transaction. Tenant-scoped methods take the tenant id, so another tenant's
-row looks exactly like a missing one (the API answers 404 for both).
+the leased work queues have their own ports, `DeliveryStore` (webhook deliveries) and
+`EmailStore` (outbound emails). Every method is one transaction. Tenant-scoped methods take
+the tenant id, so another tenant's row looks exactly like a missing one (the API answers 404
+for both).
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ class NewEmail:
 
 @dataclass(frozen=True)
 class EmailRecord:
+    """A due outbound email leased to one sender claim."""
+
     id: str
     tenant_id: str
     recipients: list[str]
@@ -133,6 +137,19 @@ class EmailRecord:
     text_body: str
     html_body: str
     attempt_count: int
+
+
+@dataclass(frozen=True)
+class EmailCompletion:
+    """One finished SMTP attempt of an email claimed under the lease `owner`, and the state it
+    leaves the email in (`sent`, `pending` again at `next_attempt_at`, or `failed`). Written
+    only while that lease is still the email's."""
+
+    email_id: str
+    owner: str
+    status: str
+    next_attempt_at: datetime | None
+    last_error: str | None
 
 
 class NotificationStore(Protocol):
@@ -181,18 +198,6 @@ class NotificationStore(Protocol):
     async def mark_notification_read(
         self, tenant_id: str, notification_id: str, now: datetime
     ) -> NotificationRecord | None: ...
-    async def claim_due_emails(
-        self, now: datetime, limit: int, lease_seconds: float
-    ) -> list[EmailRecord]: ...
-    async def complete_email(
-        self,
-        email_id: str,
-        *,
-        sent: bool,
-        error: str | None,
-        next_attempt_at: datetime | None,
-        now: datetime,
-    ) -> None: ...
 
 
 class DeliveryStore(Protocol):
@@ -214,7 +219,32 @@ class DeliveryStore(Protocol):
     ) -> list[SubscriptionRecord]: ...
 
 
+class EmailStore(Protocol):
+    """The email sender's side of `outbound_emails` (adapters/email_store.py), with the
+    delivery store's lease verbs: acquire, extend, release; a completion is a compare-and-set
+    on the lease it was made under."""
+
+    async def acquire_due_emails(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[EmailRecord]: ...
+    async def extend_email_leases(
+        self, leases: Sequence[tuple[str, str]], until: datetime
+    ) -> int: ...
+    async def release_emails(self, leases: Sequence[tuple[str, str]], now: datetime) -> int: ...
+    async def complete_emails(
+        self, completions: Sequence[EmailCompletion], now: datetime
+    ) -> set[str]:
+        """Write the completions still leased to their owner; returns the ids written."""
+        ...
+
+
 class Mailer(Protocol):
+    @property
+    def server(self) -> str:
+        """Where messages go (the SMTP relay's host:port, or the .eml directory): the unit of
+        the sender's per-server slots."""
+        ...
+
     async def send(self, message: EmailMessage) -> None: ...
 
 

@@ -19,7 +19,7 @@ from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.config import SchedulerSettings
-from scheduler.entrypoints.workers.retention import RetentionWorker, retention_policy
+from scheduler.entrypoints.workers.retention import retention_policy, retention_worker
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer.retention import RetentionPolicy
 from tests.scheduler.conftest import SECRET_KEY, StepClock
@@ -97,7 +97,7 @@ async def test_loop_prunes_and_counts_by_table(engine: AsyncEngine) -> None:
     await add_runs(engine, "sch_a", 7, status="failed", finished_at=NOW - 100 * DAY, attempts=3)
     await add_outbox(engine, "sent", 4, sent_at=NOW - 8 * DAY)
     registry = CollectorRegistry()
-    worker = RetentionWorker(
+    worker = retention_worker(
         SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
         RetentionPolicy(batch_size=5),
         lambda: NOW,
@@ -128,7 +128,7 @@ async def test_a_failed_pass_is_counted_and_the_loop_lives_on(tmp_path: Path) ->
     # A real failure: a database without the schema ("no such table").
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}")
     registry = CollectorRegistry()
-    worker = RetentionWorker(
+    worker = retention_worker(
         SqlUnitOfWorkFactory(engine, SecretBox([b"k" * 32])),
         RetentionPolicy(),
         lambda: NOW,

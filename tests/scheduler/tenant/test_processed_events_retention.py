@@ -16,7 +16,7 @@ from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.config import SchedulerSettings
 from scheduler.domain.tenant import Entitlements
-from scheduler.entrypoints.workers.retention import RetentionWorker, retention_policy
+from scheduler.entrypoints.workers.retention import retention_policy, retention_worker
 from scheduler.entrypoints.workers.tenant_consumer import TOPICS, TenantConsumerWorker
 from scheduler.service_layer.tenant_events import BatchReport
 from tests.scheduler.conftest import SECRET_KEY
@@ -75,6 +75,6 @@ async def test_processed_events_kept_for_the_configured_days_and_pruned_by_reten
     assert await processed_ids(engine) == {"evt_35_days", "evt_50_days", event["id"]}
 
     # One retention pass at the configured 45 days.
-    retention = RetentionWorker(uows, retention_policy(settings), mclock)
+    retention = retention_worker(uows, retention_policy(settings), mclock)
     await retention.run_once()
     assert await processed_ids(engine) == {"evt_35_days", event["id"]}

@@ -28,7 +28,7 @@ from scheduler.bootstrap import Container
 from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.entrypoints.workers.planner import PlannerWorker
 from scheduler.entrypoints.workers.relay import make_relay
-from scheduler.entrypoints.workers.retention import RetentionWorker
+from scheduler.entrypoints.workers.retention import make_retention_worker
 from scheduler.entrypoints.workers.tenant_consumer import TenantConsumerWorker
 from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispatcher
 from scheduler.service_layer.event_action import PublishingEventAction
@@ -113,7 +113,7 @@ class WorkerRuntime:
             else None
         )
         self.retention = (
-            RetentionWorker.from_container(container, registry=self.registry)
+            make_retention_worker(container, registry=self.registry)
             if self.options.retention
             else None
         )

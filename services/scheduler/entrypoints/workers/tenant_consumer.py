@@ -1,11 +1,11 @@
 """The tenant-state consumer: platform-events and billing-entitlements into the projections.
 
-Loop: poll a batch (at most `max_batch` records), decode, apply the whole batch in ONE
-transaction (service_layer.tenant_events.apply_events: deduplicated by event id in the same
-transaction), THEN commit the offsets. A crash between the two redelivers the batch, which the
-dedup table turns into no-ops. A database error retries the SAME batch with bounded backoff
-(polling on would commit offsets past events never applied). A record that is not an envelope is
-logged and skipped. The dedup table is pruned by the retention worker only
+Each step is eventbus's `BatchConsumer`: poll a batch (at most `max_batch` records), decode,
+apply the whole batch in ONE transaction (service_layer.tenant_events.apply_events: deduplicated
+by event id in the same transaction), THEN commit the offsets. A crash between the two
+redelivers the batch, which the dedup table turns into no-ops. A database error retries the SAME
+batch with the worker loop's backoff. A record that is not an envelope is logged and skipped.
+The dedup table is pruned by the retention worker only
 (SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS).
 
     worker = TenantConsumerWorker.from_container(container, bus=in_process_bus)
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventbus import ConsumeError, Consumer, EnvelopeError, InProcessBus, Record, decode
+from eventbus import BatchConsumer, Consumer, InProcessBus, decode
 from eventbus import make_consumer as make_bus_consumer
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.bootstrap import Container
@@ -43,23 +43,6 @@ MAX_BATCH = 200  # records per transaction: bounds lock time when a downgrade pa
 def defaults_from(container: Container) -> Entitlements:
     """The configured limits of tenants without an entitlements event (the cache's)."""
     return container.tenants.defaults
-
-
-def decode_records(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """Envelopes of a batch in log order; a malformed record is logged and dropped."""
-    out: list[dict[str, Any]] = []
-    for record in records:
-        try:
-            out.append(decode(record.value))
-        except EnvelopeError as exc:
-            log.warning(
-                "skipping malformed record %s[%d]@%d: %s",
-                record.topic,
-                record.partition,
-                record.offset,
-                exc,
-            )
-    return out
 
 
 class TenantConsumerWorker:
@@ -88,11 +71,19 @@ class TenantConsumerWorker:
         self.max_batch = max_batch
         self.poll_seconds = poll_seconds
         # Stopped with a batch unapplied, the loop leaves its offsets uncommitted.
-        self._unapplied: list[dict[str, Any]] | None = None
+        self.consuming: BatchConsumer[dict[str, Any]] = BatchConsumer(
+            consumer,
+            parse=lambda record: decode(record.value),
+            handle=self.apply,
+            name="tenant consumer",
+            max_records=max_batch,
+            poll_seconds=poll_seconds,
+            logger=log,
+        )
         self.loop = WorkerLoop(
             "tenant consumer",
-            self.step,
-            idle_seconds=0.0,
+            self.consuming.step,
+            idle_seconds=0.0,  # the poll waits up to poll_seconds for the first record
             backoff_initial_seconds=retry_initial_seconds,
             backoff_max_seconds=retry_max_seconds,
             outage="bus or database unavailable",
@@ -134,32 +125,11 @@ class TenantConsumerWorker:
         finally:
             await self.consumer.stop()
 
-    async def step(self) -> float:
-        """Poll a batch unless one is still unapplied, apply it, then commit the offsets. A
-        failed poll or apply raises (the loop backs off); the unapplied batch is kept, so the
-        same batch is applied next, never skipped."""
-        if self._unapplied is None:
-            records = await self.consumer.poll(
-                max_records=self.max_batch, timeout_seconds=self.poll_seconds
-            )
-            if not records:
-                return 0.0  # the poll itself waited up to poll_seconds
-            self._unapplied = decode_records(records)
-        report = await apply_events(
-            self.uow_factory(), self._unapplied, self.clock(), self.defaults
-        )
-        self._unapplied = None
+    async def apply(self, events: Sequence[dict[str, Any]]) -> None:
+        """Apply one batch of envelopes in one transaction (raises: the batch is retried)."""
+        report = await apply_events(self.uow_factory(), events, self.clock(), self.defaults)
         if self.on_batch is not None:
             self.on_batch(report)
-        await self._commit_offsets()
         if self.cache is not None:
             with contextlib.suppress(Exception):
                 await self.cache.refresh()
-        return 0.0
-
-    async def _commit_offsets(self) -> None:
-        try:
-            await self.consumer.commit()
-        except ConsumeError as exc:
-            # Harmless: the batch is redelivered and deduplicated.
-            log.warning("tenant consumer: offset commit failed (%s)", exc)
