@@ -8,6 +8,15 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from notification.service_layer.dispatch import DispatchSettings
+from notification.service_layer.email_sender import EmailSettings
+from notification.service_layer.retention import RetentionPolicy
+
+# The defaults live with the policies that use them; these settings only let them be overridden.
+_DISPATCH = DispatchSettings()
+_EMAIL = EmailSettings()
+_RETENTION = RetentionPolicy()
+
 
 class NotificationSettings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -51,27 +60,27 @@ class NotificationSettings(BaseSettings):
     retry_max_seconds: float = Field(default=10 * 3600.0, gt=0)
     retry_multiplier: float = Field(default=4.0, ge=1)
     retry_max_elapsed_seconds: float = Field(default=3 * 24 * 3600.0, gt=0)
-    delivery_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    delivery_timeout_seconds: float = Field(default=_DISPATCH.timeout_seconds, gt=0, le=60)
     # Endpoint health (see domain/deliveries.py): disable after 5 days of continuous failure.
     endpoint_disable_after_seconds: float = Field(default=5 * 24 * 3600.0, gt=0)
     endpoint_disable_min_failures: int = Field(default=3, ge=1)
-    dispatch_batch_size: int = Field(default=100, ge=1, le=1000)
-    dispatch_concurrency: int = Field(default=16, ge=1, le=256)
+    dispatch_batch_size: int = Field(default=_DISPATCH.claim_batch, ge=1, le=1000)
+    dispatch_concurrency: int = Field(default=_DISPATCH.concurrency, ge=1, le=256)
     # Attempts in flight at once to one endpoint (host:port), within dispatch_concurrency.
-    dispatch_per_endpoint_limit: int = Field(default=10, ge=1, le=256)
+    dispatch_per_endpoint_limit: int = Field(default=_DISPATCH.per_key_limit, ge=1, le=256)
     # A claimed delivery is leased for this long and the lease renewed every third of it while
     # its attempt runs; one whose dispatcher died is claimable again once its lease expires.
-    dispatch_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
-    poll_interval_seconds: float = Field(default=0.5, gt=0, le=60)
+    dispatch_lease_seconds: float = Field(default=_DISPATCH.lease_seconds, gt=0, le=3600)
+    poll_interval_seconds: float = Field(default=_DISPATCH.idle_poll_seconds, gt=0, le=60)
     consumer_batch_size: int = Field(default=200, ge=1, le=5000)
-    email_max_attempts: int = Field(default=6, ge=1, le=50)
+    email_max_attempts: int = Field(default=_EMAIL.max_attempts, ge=1, le=50)
     # Retention (service_layer/retention.py): finished webhook deliveries (and their attempts)
     # after NOTIFICATION_DELIVERY_RETENTION_DAYS; the in-app inbox, finished emails and the alert
     # dedup ids after NOTIFICATION_INBOX_RETENTION_DAYS. Passes every *_INTERVAL_SECONDS.
-    delivery_retention_days: int = Field(default=30, ge=1, le=3650)
-    inbox_retention_days: int = Field(default=90, ge=1, le=3650)
+    delivery_retention_days: int = Field(default=_RETENTION.delivery_retention.days, ge=1, le=3650)
+    inbox_retention_days: int = Field(default=_RETENTION.inbox_retention.days, ge=1, le=3650)
     retention_interval_seconds: float = Field(default=300.0, gt=0, le=86_400)
-    retention_batch_size: int = Field(default=5_000, ge=1, le=10_000)
+    retention_batch_size: int = Field(default=_RETENTION.batch_size, ge=1, le=10_000)
     dev: bool = False
 
     def event_topic_list(self) -> list[str]:
