@@ -36,4 +36,3 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
             cur.close()
 
     return engine
-

@@ -9,6 +9,9 @@ from scheduler.adapters.db.types import JSONText, UTCDateTime
 
 metadata = sa.MetaData()
 
+# ix_schedules_due's predicate: queries that must use the index repeat it word for word.
+ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"
+
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
 BigIntPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
@@ -43,8 +46,8 @@ schedules = sa.Table(
 sa.Index(
     "ix_schedules_due",
     schedules.c.next_run_at,
-    postgresql_where=sa.text("state = 'active' AND deleted_at IS NULL"),
-    sqlite_where=sa.text("state = 'active' AND deleted_at IS NULL"),
+    postgresql_where=sa.text(ACTIVE_LIVE_SQL),
+    sqlite_where=sa.text(ACTIVE_LIVE_SQL),
 )
 sa.Index("ix_schedules_tenant_order", schedules.c.tenant_id, schedules.c.created_at, schedules.c.id)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import DUE_STATUSES_SQL, LEASED_SQL, runs
+from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, DUE_STATUSES_SQL, LEASED_SQL, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
 from scheduler.adapters.db.runs.sql_postgres import INDEX_PATHS_ONLY
@@ -20,9 +20,6 @@ from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
-# The claim's per-row re-check (see sql_postgres.INDEX_PATHS_ONLY for why it is not
-# DUE_STATUSES_SQL).
-DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
 # Fair claims rank tenants within the oldest `limit x 8` due runs (at least 200, at most 2,000):
 # bounded work per claim (an index range scan of the due index), whatever the backlog.
 FAIR_WINDOW_FACTOR = 8

@@ -11,12 +11,10 @@ import sqlalchemy as sa
 from scheduler.adapters.db.run_tables import UNFINISHED_SQL, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import ScheduleToPlan
-
-ACTIVE_LIVE_SQL = "state = 'active' AND deleted_at IS NULL"  # ix_schedules_due's predicate
 
 
 class PlannerQueries(RunSql):
