@@ -74,6 +74,9 @@ class BatchConsumer(Generic[T]):
         self.on_malformed = on_malformed
         self.on_handled = on_handled
         self.log = logger or log
+        self._polled: Sequence[Record] | None = None
+        """The polled records not handled yet: a failure in parsing or handling retries these,
+        never polls past them."""
         self._held: _Batch[T] | None = None
         """The polled batch not handled yet: handed to `handle` again before any new poll."""
 
@@ -87,17 +90,20 @@ class BatchConsumer(Generic[T]):
         `poll_seconds`) and handle it; then commit. Returns how many records the batch had, the
         malformed ones included (0: nothing was polled)."""
         if self._held is None:
-            timeout = self.poll_seconds if timeout_seconds is None else timeout_seconds
-            records = await self.consumer.poll(
-                max_records=self.max_records, timeout_seconds=timeout
-            )
-            if not records:
-                return 0
-            self._held = self._parse(records)
+            if self._polled is None:
+                timeout = self.poll_seconds if timeout_seconds is None else timeout_seconds
+                records = await self.consumer.poll(
+                    max_records=self.max_records, timeout_seconds=timeout
+                )
+                if not records:
+                    return 0
+                self._polled = records
+            self._held = self._parse(self._polled)
         batch = self._held
         if batch.items:
             await self.handle(batch.items)
         self._held = None
+        self._polled = None
         if self.on_handled is not None:
             self.on_handled(batch.records)
         await self._commit()

@@ -83,8 +83,11 @@ class PipelineSettings:
     def __post_init__(self) -> None:
         if min(self.concurrency, self.per_key_limit, self.claim_batch, self.write_batch) < 1:
             raise ValueError("concurrency, per_key_limit, claim_batch and write_batch must be >= 1")
-        if self.lease_seconds <= 0 or self.idle_poll_seconds < 0 or self.max_claimed < 0:
-            raise ValueError("lease_seconds must be > 0, idle_poll_seconds and max_claimed >= 0")
+        if self.lease_seconds <= 0 or self.idle_poll_seconds <= 0 or self.max_claimed < 0:
+            # A zero idle wait would spin the claim loop while every slot is held.
+            raise ValueError("lease_seconds and idle_poll_seconds must be > 0, max_claimed >= 0")
+        if not 0 < self.retry_initial_seconds <= self.retry_max_seconds:
+            raise ValueError("need 0 < retry_initial_seconds <= retry_max_seconds")
 
     @property
     def held_limit(self) -> int:
@@ -253,10 +256,18 @@ class LeasedPipeline(Generic[T, C]):
         owner = self.new_owner(now)
         until = now + timedelta(seconds=self.settings.lease_seconds)
         leases = await self.store.acquire(owner, now, until, asked)
+        stopping = self._stopping  # stop() began while the claim was under way
         for lease in leases:
             held = _Held(lease, owner)
             self._held[lease.id] = held
-            if lease.done is not None:
+            if stopping and lease.done is None:
+                # No attempt starts after stop(): hand the item back unattempted.
+                released = self.store.release(lease, owner, self.clock())
+                if released is None:
+                    del self._held[lease.id]
+                else:
+                    self._queue.put_nowait(_Done(lease.id, owner, released))
+            elif lease.done is not None:
                 self._queue.put_nowait(_Done(lease.id, owner, lease.done))
             elif lease.perform is not None:
                 held.task = asyncio.create_task(self._attempt(lease, lease.perform, owner))
@@ -311,6 +322,7 @@ class LeasedPipeline(Generic[T, C]):
             # let the item go; its lease is no longer extended, so it is redone once it expires.
             self.log.exception("%s: item %s could not be attempted", self.name, lease.id)
             self._forget(lease.id, owner)
+            self._wake.set()  # capacity freed
             return
         finally:
             self._key_users[key] -= 1
@@ -379,8 +391,10 @@ class LeasedPipeline(Generic[T, C]):
         try:
             await self._claims.run()
         except asyncio.CancelledError:
-            for t in self._side_tasks:  # no stop() will end them
+            attempts = self._in_flight()
+            for t in [*self._side_tasks, *attempts]:  # no stop() will end them
                 t.cancel()
+            await asyncio.gather(*self._side_tasks, *attempts, return_exceptions=True)
             raise
         finally:
             self._stopping = True
@@ -452,16 +466,23 @@ class LeasedPipeline(Generic[T, C]):
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Stop claiming; finish in-flight attempts within the grace; release the rest; flush."""
         self._stopping = True
+        # One grace for the claim under way and the attempts in flight together (the
+        # supervisor's deadline is the grace plus the flush).
+        deadline = asyncio.get_running_loop().time() + grace_seconds
+
+        def left() -> float:
+            return max(deadline - asyncio.get_running_loop().time(), 0.0)
+
         if self._claims is not None:
             self._claims.stop()
-            try:  # a claim under way lands (its items are then waited for or released)
-                await asyncio.wait_for(self._claims_ended.wait(), grace_seconds)
+            try:  # a claim under way lands (its items are released: no attempt starts now)
+                await asyncio.wait_for(self._claims_ended.wait(), left())
             except TimeoutError:
                 self.log.warning("%s: claim still under way at stop", self.name)
         self._wake.set()
         tasks = self._in_flight()
         if tasks:
-            _done, late = await asyncio.wait(tasks, timeout=grace_seconds)
+            _done, late = await asyncio.wait(tasks, timeout=left())
             for t in late:
                 t.cancel()
             await asyncio.gather(*late, return_exceptions=True)

@@ -54,6 +54,7 @@ verification on; body reads and time are bounded.
 Creation-time checks for the APIs (no DNS)::
 
     validate_target_url(url, *, allow_private_networks) -> None   # raises InvalidTargetURL
+    endpoint_key(url) -> "host:port"   # the per-endpoint concurrency unit
     # ForbiddenTargetURL (a subclass) marks SSRF refusals; .reason says why
     RESERVED_HEADERS / is_reserved_header(name)  # names tenants may not set (also webhook-*)
     is_forbidden_address(ip) -> bool
@@ -100,7 +101,12 @@ from webhookdeliver.signing import (
     standard_webhooks_signature,
     verify,
 )
-from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, validate_target_url
+from webhookdeliver.targets import (
+    ForbiddenTargetURL,
+    InvalidTargetURL,
+    endpoint_key,
+    validate_target_url,
+)
 
 __all__ = [
     "DEFAULT_USER_AGENT",
@@ -119,6 +125,7 @@ __all__ = [
     "bound_error_message",
     "bound_excerpt",
     "build_headers",
+    "endpoint_key",
     "forbidden_reason",
     "generate_secret",
     "is_forbidden_address",

@@ -56,7 +56,7 @@ class Delivery:
 
     url: str
     body: bytes
-    secrets: Sequence[str]
+    secrets: Sequence[str] = field(repr=False)  # plaintext: never in a repr or a log
     webhook_id: str
     event_type: str
     attempt: int

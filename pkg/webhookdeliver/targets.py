@@ -67,6 +67,18 @@ class CheckedTarget:
     ip: IPAddress | None
 
 
+def endpoint_key(url: str) -> str:
+    """`host:port` of a target URL (the scheme's default port when none is written): the unit
+    of per-endpoint concurrency both services' dispatchers share."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
+
+
 def validate_target_url(url: str, *, allow_private_networks: bool) -> None:
     """Raise `InvalidTargetURL` (or its subclass `ForbiddenTargetURL`) unless `url` may be saved.
 

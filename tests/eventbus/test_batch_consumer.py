@@ -129,3 +129,27 @@ async def test_step_goes_on_at_once_when_the_poll_waited() -> None:
     )
     assert await not_waiting.step() is None  # the loop waits its idle time
     await consumer.stop()
+
+
+async def test_a_parser_that_fails_unexpectedly_retries_the_same_records() -> None:
+    bus = await published([b"1", b"2", b"3"])
+    consumer = bus.consumer([TOPIC], GROUP)
+    await consumer.start()
+    failures = [RuntimeError("projection cache not loaded")]
+
+    def flaky_parse(record: Record) -> int:
+        if failures:
+            raise failures.pop()
+        return parse(record)
+
+    handler = Handler(failures=0)
+    step = BatchConsumer(
+        consumer, parse=flaky_parse, handle=handler, name="test", max_records=2, poll_seconds=0
+    )
+    with pytest.raises(RuntimeError):
+        await step.run_once()
+    assert await step.run_once() == 2  # the same two records, not the next ones
+    assert await step.run_once() == 1
+    assert handler.calls == [[1, 2], [3]]
+    await consumer.stop()
+    assert await committed_rest(bus) == []

@@ -70,10 +70,12 @@ class FakeStore:
     peak: dict[str, int] = field(default_factory=dict)
     peak_total: int = 0
     acquire_gate: asyncio.Event | None = None
+    acquire_entered: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Lease[Item, Done]]:
+        self.acquire_entered.set()
         if self.acquire_gate is not None:
             await self.acquire_gate.wait()
         taken, self.due = self.due[:limit], self.due[limit:]
@@ -389,14 +391,52 @@ async def test_stop_lets_a_claim_under_way_land_then_releases_its_items() -> Non
     store.acquire_gate = asyncio.Event()
     p, _ = make(store, idle_poll_seconds=5.0)
     task = asyncio.create_task(p.run())
-    await asyncio.sleep(0.001)  # the claim waits on the store
-    stopping = asyncio.create_task(p.stop(grace_seconds=0.05))
+    await asyncio.wait_for(store.acquire_entered.wait(), 1.0)  # the claim waits on the store
+    stopping = asyncio.create_task(p.stop(grace_seconds=1.0))
     await asyncio.sleep(0.001)
     store.acquire_gate.set()  # the claim returns after stop() began
-    await asyncio.wait_for(stopping, 1.0)
+    await asyncio.wait_for(stopping, 2.0)
     await asyncio.wait_for(task, 1.0)
     assert store.outcomes() == {"i000": "released", "i001": "released"}
+    assert store.peak_total == 0  # handed back unattempted, not attempted then cancelled
     assert p.held == 0
+
+
+async def test_a_claim_landing_after_the_grace_starts_no_attempt() -> None:
+    clock = Clock()
+    store = FakeStore(clock, due=items(2))
+    store.acquire_gate = asyncio.Event()
+    p, _ = make(store, idle_poll_seconds=5.0)
+    task = asyncio.create_task(p.run())
+    await asyncio.wait_for(store.acquire_entered.wait(), 1.0)
+    await asyncio.wait_for(p.stop(grace_seconds=0.01), 2.0)  # gives up on the claim
+    store.acquire_gate.set()  # the claim lands once nothing writes any more
+    await asyncio.wait_for(task, 1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # No request is sent whose result could never be written (it would be sent again once
+    # the lease expires): the items are handed back unattempted.
+    assert store.peak_total == 0
+    assert [i for i, _ in store.released] == ["i000", "i001"]
+
+
+async def test_cancelling_run_cancels_the_attempts_in_flight() -> None:
+    clock = Clock()
+    store = FakeStore(clock, due=items(2), gate=asyncio.Event())
+    p, _ = make(store, idle_poll_seconds=5.0)
+    task = asyncio.create_task(p.run())
+    await until(lambda: sum(store.in_flight.values()) == 2, "two attempts in flight")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sum(store.in_flight.values()) == 0  # ended with run(), none left running alone
+
+
+def test_settings_refuse_a_zero_idle_wait_and_bad_backoff() -> None:
+    with pytest.raises(ValueError, match="idle_poll_seconds"):
+        PipelineSettings(idle_poll_seconds=0)
+    with pytest.raises(ValueError, match="retry_initial_seconds"):
+        PipelineSettings(retry_initial_seconds=2.0, retry_max_seconds=1.0)
 
 
 async def test_stop_without_run_flushes_what_is_queued() -> None:

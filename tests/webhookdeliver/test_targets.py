@@ -80,3 +80,29 @@ def test_ascii_digit_ports_are_accepted(port):
     wd.validate_target_url(
         f"https://hooks.example.com:{port}/a:b?c=:1", allow_private_networks=False
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("https://Hooks.Example.com/a", "hooks.example.com:443"),
+        ("http://hooks.example.com/a", "hooks.example.com:80"),
+        ("https://hooks.example.com:8443/a?x=1", "hooks.example.com:8443"),
+        ("https://user:pw@hooks.example.com/", "hooks.example.com:443"),
+    ],
+)
+def test_endpoint_key_is_host_and_effective_port(url: str, key: str) -> None:
+    assert wd.endpoint_key(url) == key
+
+
+def test_a_delivery_repr_never_shows_its_secrets() -> None:
+    secret = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTAwMA=="
+    delivery = wd.Delivery(
+        url="https://hooks.example.com/",
+        body=b"{}",
+        secrets=[secret],
+        webhook_id="msg_1",
+        event_type="schedule.triggered",
+        attempt=1,
+    )
+    assert secret not in repr(delivery)

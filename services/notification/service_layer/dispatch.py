@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
 
@@ -54,6 +53,7 @@ from webhookdeliver import (
     Delivery,
     DeliveryResult,
     bound_error_message,
+    endpoint_key,
 )
 
 log = logging.getLogger(__name__)
@@ -92,17 +92,6 @@ class DispatchSettings(PipelineSettings):
 
 Written = DeliveryCompletion | Released
 DeliveryLease = Lease[ClaimedDelivery, Written]
-
-
-def endpoint_key(url: str) -> str:
-    """host:port of a target URL: the unit of per-endpoint concurrency."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def _count_dropped(written: int, dropped: int) -> None:

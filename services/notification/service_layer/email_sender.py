@@ -142,7 +142,11 @@ class EmailSender(LeasedWorker[EmailRecord, EmailWritten]):
             try:
                 await self.mailer.send(self.build_message(email))
             except Exception as exc:  # any SMTP/OS failure: retried later, never a crash
-                log.warning("email send failed", extra={"email": email.id, "error": str(exc)})
+                # The type only: SMTP errors quote recipient addresses (kept in last_error, which
+                # only the tenant's own API shows).
+                log.warning(
+                    "email send failed", extra={"email": email.id, "error": type(exc).__name__}
+                )
                 EMAIL_ATTEMPTS.labels("failed").inc()
                 return self._failed(email, owner, exc)
             EMAIL_ATTEMPTS.labels("sent").inc()

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
-from webhookdeliver import AttemptRecord, Deliverer, Delivery
+from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key
 
 EVENT_TYPE_TRIGGERED = "schedule.triggered"
 Clock = Callable[[], datetime]
@@ -40,8 +39,7 @@ class WebhookAction:
     def concurrency_key(self, spec: DeliverySpec) -> str:
         if spec.target is None:
             return f"schedule:{spec.schedule_id}"
-        parts = urlsplit(spec.target.url)
-        return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or ''}"
+        return endpoint_key(spec.target.url)
 
     async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
         if spec.target is None:

@@ -62,7 +62,7 @@ class DeliverySpec:
     target: Target | None
     retry_policy: RetryPolicy
     overlap_policy: OverlapPolicy
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = field(repr=False)  # plaintext: never in a repr or a log
 
 
 @dataclass(frozen=True)
