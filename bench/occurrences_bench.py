@@ -1,11 +1,12 @@
 """Occurrence throughput: our engine vs croniter vs cronsim, same expressions, same start, same N,
 in the same process. `python -m bench occurrences [--quick]`.
 
-For each expression: occurrences/s for ours (iter_after, and repeated next_after as a planner
-would call it), cronsim (iteration) and croniter (get_next), single thread; the ratio of ours to
-the faster baseline; and whether the three sequences agree (compared as instants). Each figure is
-the best of REPEATS runs (the machine is shared and noisy). Also: the cost of one next_after on
-sparse schedules, which must not scan minute by minute.
+For each expression: occurrences/s for ours (iter_after under each DST policy, and repeated
+next_after as a planner would call it), cronsim (iteration) and croniter (get_next), single
+thread; the ratio of ours to the faster baseline and of `skip` / `literal` to `shift`; and
+whether the three sequences agree (as instants, `shift` being the rule the baselines share).
+Each figure is the best of REPEATS runs (the machine is shared and noisy). Also: the cost of
+one next_after on sparse schedules, which must not scan minute by minute.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from croniter import croniter  # noqa: E402
 from cronsim import CronSim  # noqa: E402
 
 from scheduler.domain.occurrences import Recurrence  # noqa: E402
+from scheduler.domain.policies import DstPolicy  # noqa: E402
 
 CASES = [
     ("*/5 * * * *", "UTC"),
@@ -50,6 +52,14 @@ def _best_rate(
 def _ours_iter(expression: str, zone: str, count: int) -> list[float]:
     recurrence = Recurrence.parse(expression, zone)
     return [dt.timestamp() for dt in islice(recurrence.iter_after(START), count)]
+
+
+def _ours_iter_policy(policy: DstPolicy) -> Callable[[str, str, int], list[float]]:
+    def produce(expression: str, zone: str, count: int) -> list[float]:
+        recurrence = Recurrence.parse(expression, zone, policy)
+        return [dt.timestamp() for dt in islice(recurrence.iter_after(START), count)]
+
+    return produce
 
 
 def _ours_next(expression: str, zone: str, count: int) -> list[float]:
@@ -94,9 +104,15 @@ def run(quick: bool) -> dict[str, object]:
         next_rate, chained = _best_rate(_ours_next, expression, zone, count)
         sim_rate, sim = _best_rate(_cronsim, expression, zone, count)
         iter_rate, itr = _best_rate(_croniter, expression, zone, count)
+        skip_rate, _ = _best_rate(_ours_iter_policy(DstPolicy.SKIP), expression, zone, count)
+        literal_rate, _ = _best_rate(_ours_iter_policy(DstPolicy.LITERAL), expression, zone, count)
         faster = max(sim_rate, iter_rate)
         report[f"{expression} {zone}"] = {
             "ours_iter_per_s": round(ours_rate),
+            "ours_skip_iter_per_s": round(skip_rate),
+            "ours_literal_iter_per_s": round(literal_rate),
+            "ratio_skip_vs_shift": round(skip_rate / ours_rate, 2),
+            "ratio_literal_vs_shift": round(literal_rate / ours_rate, 2),
             "ours_next_after_per_s": round(next_rate),
             "cronsim_per_s": round(sim_rate),
             "croniter_per_s": round(iter_rate),

@@ -10,7 +10,10 @@ Dev keys are generated under ./var (0600); both services verify tokens with var/
 Databases are migrated on start. `WEBHOOK_ALLOW_PRIVATE_NETWORKS` defaults to true here so the
 demo can target receivers on this machine; set it to false in the environment to refuse them.
 Ports: `--scheduler-port` / `--notification-port` (or EMBEDDED_SCHEDULER_PORT /
-EMBEDDED_NOTIFICATION_PORT). Ctrl-C (SIGINT) or SIGTERM stops both cleanly.
+EMBEDDED_NOTIFICATION_PORT); a busy one stops start-up with one line naming it and the flag
+(`ports.py`), and the ready banner (a dev token of DEV_TENANT, the README's tenant too, and the
+/docs links) is printed only once both ports accept connections. Ctrl-C (SIGINT) or SIGTERM
+stops both cleanly.
 """
 
 from __future__ import annotations
@@ -20,18 +23,18 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
-
-import uvicorn
+from collections.abc import Callable, Sequence
 
 from authclient import mint_token
 from authclient.settings import DEFAULT_AUDIENCE, DEFAULT_ISSUER
+from embedded.ports import Port, busy_port, wait_listening
 from eventbus import InProcessBus
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
+from servicekit.http_server import http_server
 from servicekit.logging import configure_logging
 
 HOST = "127.0.0.1"
@@ -39,14 +42,7 @@ DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088
 DEV_TENANT = "dev-tenant"
 DEV_SCOPES = ["schedules:read", "schedules:write", "notifications:read", "notifications:write"]
 TOKEN_TTL_SECONDS = 12 * 3600
-
-
-class _QuietServer(uvicorn.Server):
-    """Notification's server: signals belong to the scheduler's serve(), which stops first."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+TTL_HOURS = TOKEN_TTL_SECONDS // 3600
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,13 +60,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def banner(token: str, scheduler_port: int, notification_port: int) -> str:
+def ports(args: argparse.Namespace) -> list[Port]:
+    return [
+        Port("scheduler", args.scheduler_port, "--scheduler-port", "EMBEDDED_SCHEDULER_PORT"),
+        Port(
+            "notification",
+            args.notification_port,
+            "--notification-port",
+            "EMBEDDED_NOTIFICATION_PORT",
+        ),
+    ]
+
+
+def banner(token: str | None, scheduler_port: int, notification_port: int) -> str:
+    """Printed once both ports listen: every URL in it answers when it appears."""
     sched = f"http://{HOST}:{scheduler_port}"
     notif = f"http://{HOST}:{notification_port}"
-    return f"""
-scheduler API on {sched}, notification API on {notif}
+    text = f"""
+ready: scheduler API on {sched}, notification API on {notif}
+interactive API docs: {sched}/docs and {notif}/docs
 (SQLite and dev keys under ./var, alert emails as .eml under ./var/mail; Ctrl-C to stop)
-
+"""
+    if token is None:  # tokens come from a JWKS issuer: nothing to paste
+        return text
+    return f"""{text}
+# a dev token of tenant {DEV_TENANT!r} (the README's examples use it too), valid {TTL_HOURS} h
 export TOKEN={token}
 curl -s -X POST {sched}/v1/schedules/ -H "Authorization: Bearer $TOKEN" \\
   -H 'Content-Type: application/json' \\
@@ -100,31 +114,42 @@ async def serve_all(
     *,
     scheduler_port: int,
     notification_port: int,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Notification first (its consumers join the bus before anything is published), then the
-    scheduler until SIGTERM/SIGINT; the scheduler's workers stop first, then notification."""
+    scheduler until SIGTERM/SIGINT; the scheduler's workers stop first, then notification.
+    `on_ready` runs once both ports accept connections."""
     await notification.start()
-    server = _QuietServer(
-        uvicorn.Config(
-            notification.asgi_app,
-            host=HOST,
-            port=notification_port,
-            log_level="warning",
-            lifespan="off",
-            log_config=None,
-        )
+    announce = asyncio.create_task(
+        _announce(on_ready, [scheduler_port, notification_port]), name="ready-banner"
     )
-    notification_task = asyncio.create_task(server.serve(), name="notification-http")
+    server = http_server(
+        notification.asgi_app,
+        host=HOST,
+        port=notification_port,
+        limits=notification.container.settings.http_limits(),
+    )
     try:
-        await serve(container, host=HOST, port=scheduler_port, role="all", dev=True)
+        await serve(container, host=HOST, port=scheduler_port, role="all", dev=True, also=[server])
     finally:
-        server.should_exit = True
-        await asyncio.gather(notification_task, return_exceptions=True)
+        announce.cancel()
         await notification.stop()
+
+
+async def _announce(on_ready: Callable[[], None] | None, ports: list[int]) -> None:
+    if await wait_listening(HOST, ports):
+        if on_ready is not None:
+            on_ready()
+    else:
+        print(f"embedded: ports {ports} still not listening; see the log above", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    busy = busy_port(HOST, ports(args))
+    if busy is not None:
+        print(f"embedded: {busy}", file=sys.stderr)
+        return 2
     configure_logging(service="embedded")
     # The local demo may target webhooks on this machine (DESIGN §3); production never does.
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
@@ -138,9 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"embedded: {exc}", file=sys.stderr)
         return 2
-    token = dev_token(built)
-    if token is not None:
-        print(banner(token, args.scheduler_port, args.notification_port), flush=True)
+    text = banner(dev_token(built), args.scheduler_port, args.notification_port)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             serve_all(
@@ -148,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 notification,
                 scheduler_port=args.scheduler_port,
                 notification_port=args.notification_port,
+                on_ready=lambda: print(text, flush=True),
             )
         )
     return 0

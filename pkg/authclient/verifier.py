@@ -27,6 +27,7 @@ from authclient.jwks import (
 )
 from authclient.principal import Principal
 from authclient.settings import AuthSettings
+from servicekit.text import forbidden_char
 
 # Real tokens are well under 2 KiB; 8 KiB bounds parsing work and matches common header limits.
 MAX_TOKEN_CHARS = 8 * 1024
@@ -200,6 +201,9 @@ def _bounded_string(claims: dict[str, Any], name: str, max_chars: int) -> str:
         raise AuthError(f"token has no {name} claim")
     if len(value) > max_chars:
         raise AuthError(f"token {name} claim exceeds {max_chars} characters")
+    # A tenant id is a key in every query; PostgreSQL cannot hold NUL, and no id holds controls.
+    if forbidden_char(value) is not None:
+        raise AuthError(f"token {name} claim contains a control character")
     return value
 
 
@@ -209,6 +213,8 @@ def _principal(claims: dict[str, Any]) -> Principal:
     raw_scope = claims.get("scope", "")
     if not isinstance(raw_scope, str):
         raise AuthError("token scope claim is not a string")
+    if forbidden_char(raw_scope) is not None:
+        raise AuthError("token scope claim contains a control character")
     scopes = raw_scope.split()
     if len(scopes) > MAX_SCOPES or any(len(scope) > MAX_SCOPE_CHARS for scope in scopes):
         raise AuthError("token scope claim is too large")

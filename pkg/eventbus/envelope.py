@@ -1,7 +1,8 @@
 """The JSON event envelope both services publish and consume (DESIGN §9).
 
 `{"id": "evt_…", "type", "tenant_id", "time", "data": {…}, ...}` plus optional top-level fields
-such as `schedule_id`, `run_id` and `scheduled_for`. Times are RFC 3339 with an explicit offset.
+such as `schedule_id`, `run_id` and `scheduled_for`. Times are written RFC 3339 UTC with `Z`
+(`servicekit.timestamps`, the style of every API response too); any explicit offset is read.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from typing import Any
 
 from eventbus.errors import EnvelopeError
 from eventbus.limits import MAX_MESSAGE_BYTES
+from servicekit.timestamps import format_utc
 
 REQUIRED_FIELDS: tuple[str, ...] = ("id", "type", "tenant_id", "time", "data")
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 with the instant's own offset; a naive datetime is refused, never guessed."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"event times need a UTC offset, got naive {value!r}")
-    return value.isoformat()
+    """RFC 3339 UTC with `Z`; a naive datetime is refused, never guessed."""
+    return format_utc(value)
 
 
 def parse_time(value: str) -> datetime:

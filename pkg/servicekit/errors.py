@@ -11,6 +11,11 @@ _DB_MODULES = ("sqlalchemy", "asyncpg", "aiosqlite", "sqlite3", "psycopg")
 _DB_NAMES = frozenset(
     {"OperationalError", "InterfaceError", "DBAPIError", "TimeoutError", "DisconnectionError"}
 )
+# PostgreSQL SQLSTATEs of an unavailable, overloaded or shutting-down server, of a statement it
+# cancelled (statement_timeout, 57014) and of a lock or serialization conflict worth a retry;
+# every other code (a constraint, bad data, a RAISE) is not transient.
+_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "53", "57", "58"})
+_TRANSIENT_SQLSTATES = frozenset({"55P03", "40001", "40P01"})
 # aiokafka names its broker-side retriable errors after what went wrong; these are the ones a
 # broker restart or a network partition raises.
 _KAFKA_NAMES = frozenset(
@@ -32,6 +37,12 @@ _KAFKA_NAMES = frozenset(
 _BUS_NAMES = frozenset({"PublishError", "ConsumeError"})
 
 
+def is_database_error(exc: BaseException) -> bool:
+    """An error raised by the database layer (SQLAlchemy or a driver), whose text may quote
+    bound values (`servicekit.safe_errors` renders these without it)."""
+    return type(exc).__module__.startswith(_DB_MODULES)
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors that go away when the database or the broker comes back (retry after a
     pause); False for everything else (a bug, a constraint violation, bad data)."""
@@ -40,9 +51,22 @@ def is_transient(exc: BaseException) -> bool:
     name = type(exc).__name__
     module = type(exc).__module__
     if module.startswith(_DB_MODULES):
+        code = _sqlstate(exc)
+        if code is not None:  # PostgreSQL says what it was (a bare DBAPIError says nothing)
+            return code[:2] in _TRANSIENT_SQLSTATE_CLASSES or code in _TRANSIENT_SQLSTATES
         return name in _DB_NAMES or "Connection" in name or "CannotConnect" in name
     if module.startswith("aiokafka"):
         return name in _KAFKA_NAMES
     if module.startswith("eventbus"):
         return name in _BUS_NAMES
     return False
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error (SQLAlchemy's wrapper or the driver's), if it has one."""
+    for source in (exc, getattr(exc, "orig", None)):
+        for attr in ("sqlstate", "pgcode"):
+            code = getattr(source, attr, None)
+            if isinstance(code, str) and len(code) == 5:
+                return code
+    return None

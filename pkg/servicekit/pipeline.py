@@ -445,7 +445,10 @@ class LeasedPipeline(Generic[T, C]):
                 if self._writer is not None:
                     self._writer.stop()
                 return None
-            first = await self._queue.get()
+            try:  # bounded, so the watchdog sees an idle writer complete its cycles
+                first = await asyncio.wait_for(self._queue.get(), self.settings.idle_poll_seconds)
+            except TimeoutError:
+                return None
             if first is None:
                 self._writer_closing = True
                 return 0.0

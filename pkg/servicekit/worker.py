@@ -12,6 +12,10 @@
   do not turn an outage into a spin) and the first step that succeeds resets it. One bug in one
   step must not silently take down a worker that every tenant's work depends on; the traceback
   at each retry keeps it loud. `asyncio.CancelledError` (and any BaseException) propagates.
+- Each step is bounded: one taking longer than the step timeout (the loop's own, else its
+  group's watchdog's, `servicekit.watchdog`) is cancelled, logged as a warning with the loop's
+  name and counted as a failure. Under a `WorkerGroup` the loop registers with the group's
+  watchdog while it runs: `/readyz` is 503 while it has not completed a cycle in time.
 
 `WorkerGroup` runs named entries (loops, or any `run()` coroutine with an optional `stop()` and
 drain hook) and side tasks: an entry whose `run()` raises is logged and started again after
@@ -25,11 +29,18 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from servicekit.errors import is_transient
+from servicekit.watchdog import (
+    DEFAULT_STEP_TIMEOUT_SECONDS,
+    Watchdog,
+    current_watchdog,
+    watching,
+)
 
 log = logging.getLogger("servicekit.worker")
 
@@ -81,6 +92,10 @@ class Backoff:
         return ceiling * self.rng.uniform(0.5, 1.0) if self.rng is not None else ceiling
 
 
+class StepTimedOut(Exception):
+    """A step ran past the loop's step timeout and was cancelled."""
+
+
 class WorkerLoop:
     def __init__(
         self,
@@ -96,11 +111,17 @@ class WorkerLoop:
         logger: logging.Logger | None = None,
         waiter: Waiter = wait_event,
         wake: asyncio.Event | None = None,
+        step_timeout_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`wake`: an event the owner sets to end idle waits (its own one by default), for an
-        owner that signals new work from several places."""
+        owner that signals new work from several places. `step_timeout_seconds`: None takes
+        the group watchdog's (DEFAULT_STEP_TIMEOUT_SECONDS outside a group). `clock`: the
+        monotonic clock of the watchdog deadline (the watchdog's, under a group)."""
         if idle_seconds < 0 or start_delay_seconds < 0:
             raise ValueError("idle_seconds and start_delay_seconds must be >= 0")
+        if step_timeout_seconds is not None and step_timeout_seconds <= 0:
+            raise ValueError("step_timeout_seconds must be > 0")
         self.name = name
         self.step = step
         self.idle_seconds = idle_seconds
@@ -113,6 +134,15 @@ class WorkerLoop:
         self._wait = waiter
         self._wake = wake if wake is not None else asyncio.Event()
         self._stop = asyncio.Event()
+        self.step_timeout_seconds = step_timeout_seconds
+        self._clock = clock
+        self._timeout = step_timeout_seconds or DEFAULT_STEP_TIMEOUT_SECONDS
+        self._due_by = float("inf")  # no deadline until run() starts
+
+    @property
+    def due_by(self) -> float:
+        """When the next cycle must have completed (the watchdog's deadline; inf: not running)."""
+        return self._due_by
 
     @property
     def stopping(self) -> bool:
@@ -128,15 +158,45 @@ class WorkerLoop:
         self._wake.set()
 
     async def run(self) -> None:
+        watchdog = current_watchdog()
+        if watchdog is not None:
+            self._clock = watchdog.clock
+            self._timeout = self.step_timeout_seconds or watchdog.step_timeout_seconds
+            watchdog.register(self)
+        self._due_by = self._clock() + self.start_delay_seconds + self._timeout
+        try:
+            await self._run()
+        finally:
+            self._due_by = float("inf")
+            if watchdog is not None:
+                watchdog.unregister(self)
+
+    async def _bounded_step(self) -> float | None:
+        try:
+            async with asyncio.timeout(self._timeout) as scope:
+                return await self.step()
+        except TimeoutError:
+            if scope.expired():
+                raise StepTimedOut from None
+            raise
+
+    async def _run(self) -> None:
         if self.start_delay_seconds:
             await self._wait(self._stop, self.start_delay_seconds)
         while not self._stop.is_set():
             try:
-                pause = await self.step()
+                pause = await self._bounded_step()
             except Exception as exc:
                 self.failures += 1
                 delay = self.backoff.delay(self.failures)
-                if is_transient(exc):
+                if isinstance(exc, StepTimedOut):
+                    self.log.warning(
+                        "%s: step took longer than %.1f s and was cancelled; retrying in %.2f s",
+                        self.name,
+                        self._timeout,
+                        delay,
+                    )
+                elif is_transient(exc):
                     self.log.warning(
                         "%s: %s (%s); retrying in %.2f s", self.name, self.outage, exc, delay
                     )
@@ -150,12 +210,14 @@ class WorkerLoop:
                 await self._wait(self._stop, delay)
                 continue
             self.failures = 0
+            wait = self.idle_seconds if pause is None else max(pause, 0.0)
+            self._due_by = self._clock() + wait + self._timeout
             if self._stop.is_set():
                 return
             if pause is not None and pause <= 0:
                 await asyncio.sleep(0)  # let the tasks this step started run
                 continue
-            await self._wait(self._wake, self.idle_seconds if pause is None else pause)
+            await self._wait(self._wake, wait)
             # Cleared after the wait, not before the step: a wake during the step is kept.
             if not self._stop.is_set():
                 self._wake.clear()
@@ -191,8 +253,12 @@ class WorkerGroup:
         flush_seconds: float | None = None,
         logger: logging.Logger | None = None,
         waiter: Waiter = wait_event,
+        watchdog: Watchdog | None = None,
     ) -> None:
+        """`watchdog`: what the loops run under this group register with (their step timeout
+        and the readiness check, `servicekit.health.loops_ready`); a new one by default."""
         self.restart_delay_seconds = restart_delay_seconds
+        self.watchdog = watchdog or Watchdog()
         self.flush_seconds = flush_seconds
         """How long past the grace a drain hook may take to write what it finished; None: as
         long as the grace again, at least 1 s (the dispatcher's bound on its final flush)."""
@@ -230,8 +296,9 @@ class WorkerGroup:
         """Run every entry until `stop()` has finished (or this task is cancelled, which cancels
         every entry at once)."""
         self._running = True
-        for entry in self._entries:
-            entry.task = asyncio.create_task(self._supervise(entry), name=entry.name)
+        with watching(self.watchdog):  # the entries' tasks (and theirs) see the watchdog
+            for entry in self._entries:
+                entry.task = asyncio.create_task(self._supervise(entry), name=entry.name)
         try:
             await self._done.wait()
         finally:

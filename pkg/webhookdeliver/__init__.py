@@ -30,7 +30,9 @@ Delivery::
     async with wd.Deliverer() as deliverer:        # one per process; pools keep-alive per host
         result = await deliverer.deliver(wd.Delivery(
             url="https://example.com/hook", body=b'{"a":1}', secrets=[secret],
-            webhook_id="run_123", event_type="schedule.triggered", attempt=1))
+            webhook_id="run_123", event_type="schedule.triggered", attempt=1,
+            context_headers=wd.occurrence_headers(        # unsigned: X-Schedule-Id,
+                schedule_id="sch_1", scheduled_for=at, trigger="schedule")))  # -For, X-Trigger
         result.ok, result.status_code, result.error_kind, result.retryable
 
   `Deliverer(*, allow_private_networks=False, resolver=None, max_response_bytes=65536,
@@ -92,7 +94,12 @@ from webhookdeliver.deliverer import (
     is_retryable_status,
     system_resolver,
 )
-from webhookdeliver.headers import RESERVED_HEADERS, build_headers, is_reserved_header
+from webhookdeliver.headers import (
+    RESERVED_HEADERS,
+    build_headers,
+    is_reserved_header,
+    occurrence_headers,
+)
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.signing import (
     generate_secret,
@@ -131,6 +138,7 @@ __all__ = [
     "is_forbidden_address",
     "is_reserved_header",
     "is_retryable_status",
+    "occurrence_headers",
     "parse_retry_after",
     "sign",
     "signature_header",

@@ -27,7 +27,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhookdeliver.addresses import guard_reason, parse_ip
 from webhookdeliver.attempts import MAX_EXCERPT_BYTES, bound_error_message, bound_excerpt
-from webhookdeliver.headers import build_headers
+from webhookdeliver.headers import build_headers, check_context_headers
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, check_target_url
 
@@ -62,6 +62,8 @@ class Delivery:
     attempt: int
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     timeout_seconds: float = 10.0  # whole attempt incl. DNS and body; clamped to 300 s
+    context_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Ours, unsigned, beside the signed set: e.g. `occurrence_headers(...)` of a scheduler run."""
 
     def __post_init__(self) -> None:
         # Programming errors, not delivery outcomes: refuse them where they are made.
@@ -74,6 +76,7 @@ class Delivery:
                 raise ValueError(f"{name} must be 1..256 printable characters")
         if not self.timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
+        check_context_headers(self.context_headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +288,7 @@ class Deliverer:
                     body=delivery.body,
                     user_agent=self._user_agent,
                     extra=delivery.headers,
+                    context=delivery.context_headers,
                 )
                 async with session.post(
                     target.url, data=delivery.body, headers=headers, allow_redirects=False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Final
 
 from webhookdeliver.signing import signature_header, standard_webhooks_signature
@@ -16,6 +17,9 @@ RESERVED_HEADERS: Final[frozenset[str]] = frozenset(
         "x-signature",
         "x-event-type",
         "x-attempt",
+        "x-schedule-id",
+        "x-scheduled-for",
+        "x-trigger",
         "user-agent",
         "content-type",
         "content-length",
@@ -82,6 +86,29 @@ def tenant_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return kept
 
 
+def occurrence_headers(
+    *, schedule_id: str, scheduled_for: datetime, trigger: str
+) -> dict[str, str]:
+    """A scheduler delivery's context (DESIGN.md §8): which schedule, which occurrence (RFC 3339
+    UTC with `Z`; for a manual or replay run the instant it was requested) and what made the run
+    (`schedule|manual|replay|backfill`). Not signed: the signature covers id, timestamp, body."""
+    if scheduled_for.tzinfo is None or scheduled_for.utcoffset() is None:
+        raise ValueError("scheduled_for must be timezone-aware")
+    return {
+        "X-Schedule-Id": schedule_id,
+        "X-Scheduled-For": scheduled_for.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "X-Trigger": trigger,
+    }
+
+
+def check_context_headers(context: Mapping[str, str]) -> None:
+    """Context headers are ours: reserved names (so no tenant header can repeat one in another
+    case) with valid values. A violation is a programming error."""
+    for name, value in context.items():
+        if not is_reserved_header(name) or not is_valid_header(name, value) or len(value) > 256:
+            raise ValueError(f"context header {name!r} is not one of ours or its value is invalid")
+
+
 def build_headers(
     *,
     secrets: Sequence[str],
@@ -92,9 +119,12 @@ def build_headers(
     body: bytes,
     user_agent: str,
     extra: Mapping[str, str] | None = None,
+    context: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """All request headers of one attempt; ours are written last so nothing overrides them."""
+    """All request headers of one attempt: the tenant's `extra`, then our unsigned `context`
+    (e.g. `occurrence_headers`), then ours, written last so nothing overrides them."""
     headers = tenant_headers(extra or {})
+    headers.update(context or {})
     headers.update(
         {
             "Content-Type": "application/json",

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from eventbus.catalogue import event_types_of
 from notification.adapters.db import create_engine
 from notification.adapters.delivery_store import SqlDeliveryStore
 from notification.adapters.email_store import SqlEmailStore
@@ -97,7 +98,7 @@ def bootstrap(
         box = SecretBox(resolve_secret_key(settings), settings.previous_secret_keys())
     except SecretBoxError as exc:
         raise ConfigError(f"NOTIFICATION_SECRET_KEY is malformed: {exc}") from exc
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url, settings.database_bounds())
     store = SqlNotificationStore(engine)
     subscriptions = SubscriptionService(
         store,
@@ -105,6 +106,7 @@ def bootstrap(
         clock,
         allow_private_networks=settings.webhook_allow_private_networks,
         secret_grace_seconds=settings.secret_grace_seconds,
+        known_event_types=event_types_of(settings.event_topic_list()),
     )
     alerts = AlertService(store, JinjaAlertRenderer(), clock)
     mailer = mailer or make_mailer(settings)

@@ -11,11 +11,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from notification.service_layer.dispatch import DispatchSettings
 from notification.service_layer.email_sender import EmailSettings
 from notification.service_layer.retention import RetentionPolicy
+from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES
+from servicekit.database import DatabaseBounds
+from servicekit.http_protocol import HttpLimits
+from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
 
 # The defaults live with the policies that use them; these settings only let them be overridden.
 _DISPATCH = DispatchSettings()
 _EMAIL = EmailSettings()
 _RETENTION = RetentionPolicy()
+_DB = DatabaseBounds()
+_HTTP = HttpLimits()
 
 
 class NotificationSettings(BaseSettings):
@@ -24,6 +30,21 @@ class NotificationSettings(BaseSettings):
     )
 
     database_url: str = "sqlite+aiosqlite:///var/notification.db"
+    # Bounds on every database call (servicekit/database.py says which stage each one bounds).
+    db_connect_timeout_seconds: float = Field(default=_DB.connect_timeout_seconds, gt=0, le=300)
+    db_command_timeout_seconds: float = Field(default=_DB.command_timeout_seconds, gt=0, le=3600)
+    db_statement_timeout_seconds: float = Field(
+        default=_DB.statement_timeout_seconds, ge=0, le=3600
+    )
+    db_lock_timeout_seconds: float = Field(default=_DB.lock_timeout_seconds, ge=0, le=3600)
+    db_idle_in_transaction_timeout_seconds: float = Field(
+        default=_DB.idle_in_transaction_timeout_seconds, ge=0, le=86_400
+    )
+    db_pool_timeout_seconds: float = Field(default=_DB.pool_timeout_seconds, gt=0, le=300)
+    # A worker loop's step taking longer is cancelled; /readyz is 503 while a loop is overdue.
+    worker_step_timeout_seconds: float = Field(
+        default=DEFAULT_STEP_TIMEOUT_SECONDS, gt=0, le=3600
+    )
     # 32 random bytes, URL-safe base64; encrypts subscription secrets at rest. Previous keys
     # (comma-separated) still decrypt, so the key can rotate without re-encrypting at once.
     secret_key: SecretStr | None = None
@@ -81,7 +102,35 @@ class NotificationSettings(BaseSettings):
     inbox_retention_days: int = Field(default=_RETENTION.inbox_retention.days, ge=1, le=3650)
     retention_interval_seconds: float = Field(default=300.0, gt=0, le=86_400)
     retention_batch_size: int = Field(default=_RETENTION.batch_size, ge=1, le=10_000)
+    # Whole request bodies above this are refused with 413 before parsing.
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024, le=16 * 1024 * 1024)
+    # HTTP server (servicekit/http_protocol.py): request headers and body must arrive within
+    # their timeouts, idle keep-alive connections close, past the cap connections get 503.
+    http_header_timeout_seconds: float = Field(default=_HTTP.header_timeout_seconds, gt=0, le=300)
+    http_body_timeout_seconds: float = Field(default=_HTTP.body_timeout_seconds, gt=0, le=3600)
+    http_keep_alive_seconds: float = Field(default=_HTTP.keep_alive_seconds, gt=0, le=300)
+    http_max_connections: int = Field(default=_HTTP.max_connections, ge=1, le=1_000_000)
+    http_backlog: int = Field(default=_HTTP.backlog, ge=1, le=65_535)
     dev: bool = False
+
+    def http_limits(self) -> HttpLimits:
+        return HttpLimits(
+            header_timeout_seconds=self.http_header_timeout_seconds,
+            body_timeout_seconds=self.http_body_timeout_seconds,
+            keep_alive_seconds=self.http_keep_alive_seconds,
+            max_connections=self.http_max_connections,
+            backlog=self.http_backlog,
+        )
+
+    def database_bounds(self) -> DatabaseBounds:
+        return DatabaseBounds(
+            connect_timeout_seconds=self.db_connect_timeout_seconds,
+            command_timeout_seconds=self.db_command_timeout_seconds,
+            statement_timeout_seconds=self.db_statement_timeout_seconds,
+            lock_timeout_seconds=self.db_lock_timeout_seconds,
+            idle_in_transaction_timeout_seconds=self.db_idle_in_transaction_timeout_seconds,
+            pool_timeout_seconds=self.db_pool_timeout_seconds,
+        )
 
     def event_topic_list(self) -> list[str]:
         return [t.strip() for t in self.event_topics.split(",") if t.strip()]

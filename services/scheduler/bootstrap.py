@@ -96,7 +96,7 @@ class Container:
             await conn.execute(sa.text("SELECT 1"))
 
     async def migrate(self) -> None:
-        await upgrade(self.settings.database_url)
+        await upgrade(self.settings.database_url, bounds=self.settings.database_bounds())
 
     async def aclose(self) -> None:
         if self._tenant_task is not None:
@@ -136,7 +136,7 @@ def bootstrap(
         if settings.auth_hs256_key is not None:
             overrides["AUTH_HS256_KEY"] = settings.auth_hs256_key
         auth_settings = AuthSettings(**overrides)
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url, bounds=settings.database_bounds())
     box = SecretBox(settings.encryption_keys())
     tenants = TenantProjectionCache(engine, default_entitlements(settings))
     if publisher is None:

@@ -17,11 +17,18 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
+from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES
 from scheduler.service_layer.retention import RetentionPolicy
+from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES
+from servicekit.database import DatabaseBounds
+from servicekit.http_protocol import HttpLimits
 from servicekit.pipeline import PipelineSettings
+from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
 
 DEV_VAR_DIR = Path("var")
 _RETENTION = RetentionPolicy()  # the retention defaults live in the policy
+_HTTP = HttpLimits()  # the HTTP server defaults live in servicekit
+_DB = DatabaseBounds()  # the database bounds' defaults live in servicekit
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 
@@ -35,6 +42,50 @@ class SchedulerSettings(BaseSettings):
 
     database_url: str = Field(
         "sqlite+aiosqlite:///var/scheduler.db", validation_alias="SCHEDULER_DATABASE_URL"
+    )
+    # Bounds on every database call (servicekit/database.py says which stage each one bounds).
+    db_connect_timeout_seconds: float = Field(
+        _DB.connect_timeout_seconds,
+        gt=0,
+        le=300,
+        validation_alias="SCHEDULER_DB_CONNECT_TIMEOUT_SECONDS",
+    )
+    db_command_timeout_seconds: float = Field(
+        _DB.command_timeout_seconds,
+        gt=0,
+        le=3600,
+        validation_alias="SCHEDULER_DB_COMMAND_TIMEOUT_SECONDS",
+    )
+    db_statement_timeout_seconds: float = Field(
+        _DB.statement_timeout_seconds,
+        ge=0,
+        le=3600,
+        validation_alias="SCHEDULER_DB_STATEMENT_TIMEOUT_SECONDS",
+    )
+    db_lock_timeout_seconds: float = Field(
+        _DB.lock_timeout_seconds,
+        ge=0,
+        le=3600,
+        validation_alias="SCHEDULER_DB_LOCK_TIMEOUT_SECONDS",
+    )
+    db_idle_in_transaction_timeout_seconds: float = Field(
+        _DB.idle_in_transaction_timeout_seconds,
+        ge=0,
+        le=86_400,
+        validation_alias="SCHEDULER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
+    )
+    db_pool_timeout_seconds: float = Field(
+        _DB.pool_timeout_seconds,
+        gt=0,
+        le=300,
+        validation_alias="SCHEDULER_DB_POOL_TIMEOUT_SECONDS",
+    )
+    # A worker loop's step taking longer is cancelled; /readyz is 503 while a loop is overdue.
+    worker_step_timeout_seconds: float = Field(
+        DEFAULT_STEP_TIMEOUT_SECONDS,
+        gt=0,
+        le=3600,
+        validation_alias="SCHEDULER_WORKER_STEP_TIMEOUT_SECONDS",
     )
     kafka_bootstrap_servers: str | None = Field(None, validation_alias="KAFKA_BOOTSTRAP_SERVERS")
     kafka_idempotent: bool = Field(True, validation_alias="KAFKA_IDEMPOTENT")
@@ -67,6 +118,12 @@ class SchedulerSettings(BaseSettings):
         le=1000,
         validation_alias="SCHEDULER_DISPATCH_CONCURRENCY",
     )
+    max_lease_expiries: int = Field(
+        DEFAULT_MAX_LEASE_EXPIRIES,
+        ge=1,
+        le=1000,
+        validation_alias="SCHEDULER_MAX_LEASE_EXPIRIES",
+    )  # a run whose lease expired this often fails `worker_lost` (DESIGN §6)
     planner_lookahead_seconds: int = Field(
         int(DEFAULT_LOOKAHEAD.total_seconds()),
         ge=1,
@@ -127,8 +184,53 @@ class SchedulerSettings(BaseSettings):
     )
     # Whole request bodies above this are refused with 413 before parsing.
     max_request_bytes: int = Field(
-        256 * 1024, ge=1024, le=16 * 1024 * 1024, validation_alias="SCHEDULER_MAX_REQUEST_BYTES"
+        DEFAULT_MAX_REQUEST_BYTES,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        validation_alias="SCHEDULER_MAX_REQUEST_BYTES",
     )
+    # HTTP server (servicekit/http_protocol.py): request headers and body must arrive within
+    # their timeouts, idle keep-alive connections close, past the cap connections get 503.
+    http_header_timeout_seconds: float = Field(
+        _HTTP.header_timeout_seconds,
+        gt=0,
+        le=300,
+        validation_alias="SCHEDULER_HTTP_HEADER_TIMEOUT_SECONDS",
+    )
+    http_body_timeout_seconds: float = Field(
+        _HTTP.body_timeout_seconds,
+        gt=0,
+        le=3600,
+        validation_alias="SCHEDULER_HTTP_BODY_TIMEOUT_SECONDS",
+    )
+    http_keep_alive_seconds: float = Field(
+        _HTTP.keep_alive_seconds, gt=0, le=300, validation_alias="SCHEDULER_HTTP_KEEP_ALIVE_SECONDS"
+    )
+    http_max_connections: int = Field(
+        _HTTP.max_connections, ge=1, le=1_000_000, validation_alias="SCHEDULER_HTTP_MAX_CONNECTIONS"
+    )
+    http_backlog: int = Field(
+        _HTTP.backlog, ge=1, le=65_535, validation_alias="SCHEDULER_HTTP_BACKLOG"
+    )
+
+    def http_limits(self) -> HttpLimits:
+        return HttpLimits(
+            header_timeout_seconds=self.http_header_timeout_seconds,
+            body_timeout_seconds=self.http_body_timeout_seconds,
+            keep_alive_seconds=self.http_keep_alive_seconds,
+            max_connections=self.http_max_connections,
+            backlog=self.http_backlog,
+        )
+
+    def database_bounds(self) -> DatabaseBounds:
+        return DatabaseBounds(
+            connect_timeout_seconds=self.db_connect_timeout_seconds,
+            command_timeout_seconds=self.db_command_timeout_seconds,
+            statement_timeout_seconds=self.db_statement_timeout_seconds,
+            lock_timeout_seconds=self.db_lock_timeout_seconds,
+            idle_in_transaction_timeout_seconds=self.db_idle_in_transaction_timeout_seconds,
+            pool_timeout_seconds=self.db_pool_timeout_seconds,
+        )
 
     def encryption_keys(self) -> list[bytes]:
         """Current key first, then previous ones; raises MissingSetting on a missing/bad key."""

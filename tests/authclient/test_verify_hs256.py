@@ -66,6 +66,11 @@ async def refusal(verifier: TokenVerifier, token: str) -> AuthError:
         ({"exp": "tomorrow"}, "exp claim is not a number"),
         ({"scope": ["schedules:read"]}, "scope claim is not a string"),
         ({"scope": " ".join(f"s{i}" for i in range(101))}, "scope claim is too large"),
+        # Every query is keyed by the tenant id; PostgreSQL cannot store NUL (was a 500).
+        ({"tenant_id": "acme\x00"}, "tenant_id claim contains a control character"),
+        ({"tenant_id": "ac\x1bme"}, "tenant_id claim contains a control character"),
+        ({"sub": "dev\n"}, "sub claim contains a control character"),
+        ({"scope": "schedules:read\x00"}, "scope claim contains a control character"),
     ],
 )
 async def test_bad_claims_are_refused(

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from notification.adapters.rendering import JinjaAlertRenderer
+from scheduler.domain.breaker import PAUSED_REASON_BREAKER, breaker_alert, count_finished_run
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
@@ -14,6 +17,7 @@ from scheduler.domain.policies import (
     OverlapPolicy,
     RetryPolicy,
 )
+from scheduler.domain.run import RunStatus
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements, QuotaViolation
 from scheduler.service_layer.quota import MAX_ALERT_SCHEDULES, quota_alert
@@ -21,7 +25,7 @@ from scheduler.service_layer.quota import MAX_ALERT_SCHEDULES, quota_alert
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
-def schedule(i: int) -> Schedule:
+def schedule(i: int, threshold: int = 5) -> Schedule:
     return Schedule.create(
         id=f"sch_{i:04d}",
         tenant_id="t1",
@@ -34,7 +38,7 @@ def schedule(i: int) -> Schedule:
         retry_policy=RetryPolicy(),
         misfire_policy=MisfirePolicy.FIRE_ONCE,
         overlap_policy=OverlapPolicy.ALLOW,
-        breaker=BreakerPolicy(),
+        breaker=BreakerPolicy(failure_threshold=threshold),
         next_run_at=None,
         now=NOW,
     )
@@ -55,3 +59,26 @@ def test_quota_paused_alert_renders_its_template() -> None:
     assert "max_schedules: 3" in rendered.text
     assert "report-0 &lt;b&gt;" in rendered.html  # tenant names are escaped in HTML
     assert "report-0 <b>" not in rendered.html
+
+
+@pytest.mark.parametrize("threshold", [1, 5])
+def test_breaker_alert_renders_its_wording_for_the_threshold(threshold: int) -> None:
+    s = schedule(7, threshold=threshold)
+    tripped = [count_finished_run(s, RunStatus.FAILED) for _ in range(threshold)]
+    assert tripped == [False] * (threshold - 1) + [True]
+    s.pause(PAUSED_REASON_BREAKER, NOW)
+    data = breaker_alert(s, "http_status: HTTP 500", NOW).data
+
+    rendered = JinjaAlertRenderer().render(data["template"], data["data"])
+
+    assert data["template"] == "schedule_auto_paused"
+    assert "repeated" not in rendered.subject + rendered.text + rendered.html
+    if threshold == 1:
+        assert rendered.subject == 'Schedule "report-7 <b>" was paused after a failed run'
+        assert "its last run failed" in rendered.text
+        assert "in a row" not in rendered.text + rendered.html
+    else:
+        assert rendered.subject == 'Schedule "report-7 <b>" was paused after 5 failed runs in a row'
+        assert "it failed 5 times in a row" in " ".join(rendered.html.split())
+    for part in (rendered.text, rendered.html):
+        assert "POST /v1/schedules/sch_0007/resume" in part

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -210,3 +212,70 @@ async def test_breaker_pause_reaches_inbox_mail_and_subscriber(
     # SIGTERM stops both services cleanly.
     embedded.proc.terminate()
     assert await embedded.proc.wait(STOP_SECONDS) == 0
+
+
+_ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']""")
+
+
+async def test_banner_means_both_ports_listen_and_docs_load_offline(embedded: Embedded) -> None:
+    """The banner is printed only once both servers accept connections, so its links answer at
+    once; each service's /docs and /redoc reference only assets the service itself serves."""
+    banner = embedded.proc.output(tail=100_000)
+    assert f"{embedded.scheduler}/docs" in banner
+    assert f"{embedded.notification}/docs" in banner
+    async with httpx.AsyncClient(timeout=10) as http:
+        for base in (embedded.scheduler, embedded.notification):
+            for page in ("/docs", "/redoc"):
+                r = await http.get(base + page)  # no retry: listening since the banner
+                assert r.status_code == 200, (base, page)
+                html = r.text
+                assert "://" not in html, html  # no CDN, no absolute URL of any host
+                assets = _ASSET.findall(html)
+                assert any(a.endswith(".js") for a in assets), html
+                for asset in assets:
+                    got = await http.get(base + asset)
+                    assert got.status_code == 200, (base, asset)
+                    assert len(got.content) > 1000, (base, asset)
+            spec = await http.get(base + "/openapi.json")
+            assert spec.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("taken", "flag", "variable"),
+    [
+        ("scheduler", "--scheduler-port", "EMBEDDED_SCHEDULER_PORT"),
+        ("notification", "--notification-port", "EMBEDDED_NOTIFICATION_PORT"),
+    ],
+)
+async def test_a_port_in_use_is_one_line_naming_the_port_and_how_to_change_it(
+    tmp_path: Path, taken: str, flag: str, variable: str
+) -> None:
+    with socket.socket() as occupied:
+        occupied.bind(("127.0.0.1", 0))
+        occupied.listen()
+        busy = occupied.getsockname()[1]
+        ports = {"scheduler": str(free_port()), "notification": str(free_port())}
+        ports[taken] = str(busy)
+        proc = ServiceProcess(
+            "embedded",
+            tmp_path,
+            args=(
+                "--scheduler-port",
+                ports["scheduler"],
+                "--notification-port",
+                ports["notification"],
+            ),
+            health_path=None,
+            strip_env_prefixes=_STRIPPED_PREFIXES,
+        )
+        await proc.start()
+        try:
+            code = await proc.wait(STOP_SECONDS)
+        finally:
+            await proc.aclose()
+    lines = proc.output().strip().splitlines()
+    assert code != 0
+    assert len(lines) == 1, lines  # no traceback, no banner, no start-up logs
+    assert str(busy) in lines[0]
+    assert flag in lines[0]
+    assert variable in lines[0]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from eventbus import InProcessBus, Message
 from eventbus.envelope import encode, envelope
+from servicekit.ids import new_id
 
 
 def schedule_event(tenant: str, type_: str, **data: Any) -> tuple[str, bytes]:
-    event_id = f"evt_{uuid.uuid4().hex}"
+    event_id = new_id("evt")
     env = envelope(
         id=event_id,
         type=type_,

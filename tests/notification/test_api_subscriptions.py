@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from notification.adapters.tables import subscriptions
+from servicekit.ids import is_id
 from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, token
 
@@ -15,10 +16,10 @@ PROBLEM = "application/problem+json"
 
 async def test_create_returns_secret_once_and_stores_it_encrypted(harness: Harness) -> None:
     created = await subscribe(harness, description="ops hook")
-    assert created["id"].startswith("sub_")
+    assert is_id(created["id"], "sub")  # the scheduler's sortable id style
     assert created["secret"].startswith("whsec_")
     assert created["event_types"] == ["schedule.*"]
-    assert created["created_at"].endswith("+00:00")
+    assert created["created_at"].endswith("Z")  # RFC 3339 UTC, as the scheduler writes it
     got = await harness.client.get(f"/v1/subscriptions/{created['id']}", headers=token("t1"))
     assert got.status_code == 200
     assert "secret" not in got.json()
@@ -63,6 +64,45 @@ async def test_validation_problems_name_the_field(harness: Harness) -> None:
         assert resp.status_code == 422, body
         assert resp.headers["content-type"].startswith(PROBLEM)
         assert resp.json()["field"] == field, resp.json()
+
+
+async def test_event_types_outside_the_catalogue_are_422_listing_the_valid_ones(
+    harness: Harness,
+) -> None:
+    c = harness.client
+    typo = {"url": "http://127.0.0.1/h", "event_types": ["schedule.run.faild"]}
+    resp = await c.post("/v1/subscriptions/", json=typo, headers=token("t1"))
+    assert resp.status_code == 422
+    detail = resp.json()["detail"]
+    assert "schedule.run.faild" in detail
+    assert "schedule.run.failed" in detail  # the valid ones are listed
+    assert "schedule.paused" in detail
+    assert (await c.get("/v1/subscriptions/", headers=token("t1"))).json()["items"] == []
+    ok = {"url": "http://127.0.0.1/h", "event_types": ["schedule.run.*"]}
+    created = (await c.post("/v1/subscriptions/", json=ok, headers=token("t1"))).json()
+    patched = await c.patch(
+        f"/v1/subscriptions/{created['id']}",
+        json={"event_types": ["schedules.*"]},  # a pattern matching nothing is refused too
+        headers=token("t1"),
+    )
+    assert patched.status_code == 422
+    assert "schedule.created" in patched.json()["detail"]
+
+
+async def test_ids_made_in_the_old_uuid_style_stay_valid(harness: Harness) -> None:
+    created = await subscribe(harness)
+    old = "sub_" + "0123456789abcdef" * 2  # the prefix + UUID hex ids made before one id style
+    async with harness.app.container.engine.begin() as conn:
+        await conn.execute(
+            update(subscriptions).where(subscriptions.c.id == created["id"]).values(id=old)
+        )
+    got = await harness.client.get(f"/v1/subscriptions/{old}", headers=token("t1"))
+    assert got.status_code == 200, got.text
+    assert got.json()["id"] == old
+    patched = await harness.client.patch(
+        f"/v1/subscriptions/{old}", json={"description": "still mine"}, headers=token("t1")
+    )
+    assert patched.status_code == 200, patched.text
 
 
 async def test_private_targets_refused_when_not_allowed(make_harness: Any, sqlite_url: str) -> None:

@@ -33,6 +33,41 @@ def test_prints_exactly_n_lines_across_a_spring_forward_gap() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("shift", ["2026-03-08T03:00:00-04:00 shifted", "2026-03-09T02:30:00-04:00"]),
+        ("skip", ["2026-03-09T02:30:00-04:00", "2026-03-10T02:30:00-04:00"]),
+        ("literal", ["2026-03-09T02:30:00-04:00", "2026-03-10T02:30:00-04:00"]),
+    ],
+)
+def test_explain_annotates_lines_dst_touched(policy: str, expected: list[str]) -> None:
+    result = preview(
+        "--cron", "30 2 * * *", "--tz", "America/New_York", "--dst-policy", policy,
+        "--after", "2026-03-07T12:00:00Z", "--count", "2", "--explain",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected
+
+
+def test_explain_shows_both_passes_under_literal() -> None:
+    result = preview(
+        "--cron", "30 1 * * *", "--tz", "America/New_York", "--dst-policy", "literal",
+        "--after", "2026-10-31T12:00:00Z", "--count", "3", "--explain",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "2026-11-01T01:30:00-04:00 first_pass",
+        "2026-11-01T01:30:00-05:00 second_pass",
+        "2026-11-02T01:30:00-05:00",
+    ]
+    plain = preview(
+        "--cron", "30 1 * * *", "--tz", "America/New_York", "--dst-policy", "literal",
+        "--after", "2026-10-31T12:00:00Z", "--count", "3",
+    )  # fmt: skip
+    assert plain.stdout.splitlines() == [line.split(" ")[0] for line in result.stdout.splitlines()]
+
+
 def test_defaults_to_ten_occurrences_after_now() -> None:
     before = datetime.now(UTC)
     result = preview("--cron", "@hourly", "--tz", "UTC")
@@ -83,6 +118,7 @@ def test_ends_quietly_at_the_end_of_the_calendar() -> None:
         (["--cron", "* * * * *", "--tz", "UTC", "--count", "1000001"], "--count:"),
         (["--cron", "* * * * *", "--tz", "UTC", "--count", "-3"], "--count:"),
         (["--cron", "* * * * *", "--tz", "UTC", "--count", "ten"], "--count:"),
+        (["--cron", "* * * * *", "--tz", "UTC", "--dst-policy", "later"], "--dst-policy:"),
     ],
 )
 def test_invalid_input_exits_2_with_one_line(args: list[str], needle: str) -> None:

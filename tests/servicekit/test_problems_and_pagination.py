@@ -53,7 +53,8 @@ async def test_validation_error_names_the_field() -> None:
     body = resp.json()
     assert body["type"] == "https://scheduler-platform.dev/problems/validation-error"
     assert body["field"] == "count"
-    assert body["invalid_params"][0]["name"] == "count"
+    assert body["errors"] == [{"field": "count", "detail": body["errors"][0]["detail"]}]
+    assert "integer" in body["errors"][0]["detail"]
     assert body["status"] == 422
 
 
@@ -62,7 +63,7 @@ async def test_http_exception_becomes_problem() -> None:
     assert resp.status_code == 409
     assert resp.headers["content-type"].startswith(PROBLEM_MEDIA_TYPE)
     assert resp.json() == {
-        "type": "about:blank",
+        "type": "https://scheduler-platform.dev/problems/conflict",
         "title": "Conflict",
         "status": 409,
         "detail": "already there",
@@ -73,7 +74,7 @@ async def test_http_exception_becomes_problem() -> None:
 async def test_unknown_route_is_problem_404() -> None:
     resp = await request("GET", "/nope")
     assert resp.status_code == 404
-    assert resp.json()["type"] == "about:blank"
+    assert resp.json()["type"] == "https://scheduler-platform.dev/problems/not-found"
 
 
 async def test_cursor_round_trip_and_tamper_is_400() -> None:

@@ -1,6 +1,8 @@
-"""Reserved header names and the tenant-header filter."""
+"""Reserved header names, the tenant-header filter and our unsigned context headers."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -57,3 +59,49 @@ def test_tenant_headers_are_bounded():
     many = {f"X-H{i}": "v" for i in range(100)}
     assert len(tenant_headers(many)) == MAX_TENANT_HEADERS
     assert tenant_headers({"X-Big": "v" * 10_000}) == {}
+
+
+@pytest.mark.parametrize("name", ["X-Schedule-Id", "x-scheduled-for", "X-TRIGGER"])
+def test_a_tenant_header_cannot_set_or_repeat_our_context(name: str) -> None:
+    headers = wd.build_headers(
+        secrets=["whsec_c2VjcmV0"],
+        webhook_id="run_1",
+        event_type="schedule.triggered",
+        attempt=1,
+        timestamp=1_700_000_000,
+        body=b"{}",
+        user_agent="ua",
+        extra={name: "forged", "X-Tenant": "kept"},
+        context=wd.occurrence_headers(
+            schedule_id="sch_1",
+            # Any offset: the header is always UTC with Z.
+            scheduled_for=datetime(2026, 3, 8, 10, 0, tzinfo=timezone(timedelta(hours=3))),
+            trigger="schedule",
+        ),
+    )
+    assert wd.is_reserved_header(name)
+    lowered = [k.lower() for k in headers]
+    assert len(lowered) == len(set(lowered))  # no name twice in another case
+    assert headers["X-Tenant"] == "kept"
+    assert "forged" not in headers.values()
+    assert headers["X-Schedule-Id"] == "sch_1"
+    assert headers["X-Scheduled-For"] == "2026-03-08T07:00:00Z"
+    assert headers["X-Trigger"] == "schedule"
+
+
+def test_context_headers_must_be_ours_and_instants_aware() -> None:
+    with pytest.raises(ValueError, match="context header"):
+        wd.Delivery(
+            url="https://example.com/",
+            body=b"{}",
+            secrets=["whsec_c2VjcmV0"],
+            webhook_id="run_1",
+            event_type="schedule.triggered",
+            attempt=1,
+            context_headers={"X-Custom": "v"},
+        )
+    with pytest.raises(ValueError, match="aware"):
+        wd.occurrence_headers(schedule_id="s", scheduled_for=datetime(2026, 1, 1), trigger="x")
+    at = datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
+    got = wd.occurrence_headers(schedule_id="s", scheduled_for=at, trigger="manual")
+    assert got["X-Scheduled-For"] == "2026-01-01T00:00:00.250000Z"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
-from sqlalchemy import DateTime, event
-from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import DateTime
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.types import TypeDecorator
+
+from servicekit.database import DatabaseBounds, create_bounded_engine
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -33,22 +33,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def create_engine(url: str) -> AsyncEngine:
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    # One process writes from the API, the consumers and the dispatcher: wait for the lock
-    # instead of failing at once, and let readers proceed during writes (WAL).
-    engine = create_async_engine(url, connect_args={"timeout": 30})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    return engine
+def create_engine(url: str, bounds: DatabaseBounds | None = None) -> AsyncEngine:
+    """servicekit's bounded engine. On SQLite one process writes from the API, the consumers
+    and the dispatcher: each connection waits for the lock instead of failing at once, and
+    readers proceed during writes (WAL)."""
+    return create_bounded_engine(url, bounds)

@@ -22,7 +22,11 @@ from notification.adapters.tables import (
     webhook_deliveries,
 )
 from notification.domain.alerts import EmailStatus
-from notification.domain.deliveries import DeliveryStatus
+from notification.domain.deliveries import (
+    DUE_STATES,
+    SUBSCRIPTION_DELETED_ERROR,
+    DeliveryStatus,
+)
 from notification.service_layer.ports import (
     DeliveryRecord,
     NewDelivery,
@@ -34,6 +38,12 @@ from servicekit.pagination import Cursor
 from webhookdeliver import AttemptRecord
 
 SUBSCRIPTION_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
+
+
+class _SubscriptionGone(Exception):
+    """Rolls a replay or a delete back: the subscription is not live (deleted first)."""
+
+
 _UPDATABLE = {
     "url",
     "event_types",
@@ -136,13 +146,12 @@ class SqlNotificationStore:
             return await self._get_sub(conn, tenant_id, sub_id)
 
     async def _get_sub(
-        self, conn: AsyncConnection, tenant_id: str, sub_id: str
+        self, conn: AsyncConnection, tenant_id: str, sub_id: str, *, lock: bool = False
     ) -> SubscriptionRecord | None:
-        row = (
-            (await conn.execute(self._live_subs(tenant_id).where(subscriptions.c.id == sub_id)))
-            .mappings()
-            .first()
-        )
+        query = self._live_subs(tenant_id).where(subscriptions.c.id == sub_id)
+        if lock:
+            query = query.with_for_update(read=True)
+        row = (await conn.execute(query)).mappings().first()
         return subscription_record(row) if row else None
 
     async def list_subscriptions(
@@ -170,15 +179,49 @@ class SqlNotificationStore:
             return await self._get_sub(conn, tenant_id, sub_id)
 
     async def delete_subscription(self, tenant_id: str, sub_id: str, now: datetime) -> bool:
-        # Soft delete: the delivery log keeps its foreign key; pending deliveries stop (the claim
-        # query joins live, enabled subscriptions only).
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                self._update_live_sub(tenant_id, sub_id).values(
-                    deleted_at=now, enabled=False, updated_at=now
+        # Soft delete: the delivery log keeps its foreign key. The unfinished deliveries end
+        # `dead` with the reason (the claim joins live subscriptions only: they would stay
+        # pending forever); an attempt in flight loses its write (no longer due). Deliveries
+        # first, then the subscription, then deliveries again: the same lock order as a
+        # completion and a replay (`replay_delivery`), and the second pass ends what a replay
+        # that held the subscription's lock made pending meanwhile.
+        try:
+            async with self.engine.begin() as conn:
+                await self._end_unfinished_deliveries(conn, tenant_id, sub_id, now)
+                result = await conn.execute(
+                    self._update_live_sub(tenant_id, sub_id).values(
+                        deleted_at=now, enabled=False, updated_at=now
+                    )
                 )
+                if not result.rowcount:
+                    raise _SubscriptionGone  # nothing live to delete: write nothing
+                await self._end_unfinished_deliveries(conn, tenant_id, sub_id, now)
+        except _SubscriptionGone:
+            return False
+        return True
+
+    @staticmethod
+    async def _end_unfinished_deliveries(
+        conn: AsyncConnection, tenant_id: str, sub_id: str, now: datetime
+    ) -> None:
+        d = webhook_deliveries
+        await conn.execute(
+            update(d)
+            .where(
+                d.c.tenant_id == tenant_id,
+                d.c.subscription_id == sub_id,
+                d.c.status.in_([s.value for s in DUE_STATES]),
             )
-            return bool(result.rowcount)
+            .values(
+                status=DeliveryStatus.DEAD.value,
+                last_error=SUBSCRIPTION_DELETED_ERROR,
+                next_attempt_at=None,
+                lease_owner=None,
+                lease_expires_at=None,
+                updated_at=now,
+                finished_at=now,
+            )
+        )
 
     # -- fan-out ------------------------------------------------------------------------------
 
@@ -281,28 +324,34 @@ class SqlNotificationStore:
     ) -> DeliveryRecord | None:
         d = webhook_deliveries
         where = (d.c.tenant_id == tenant_id, d.c.subscription_id == sub_id, d.c.id == delivery_id)
-        async with self.engine.begin() as conn:
-            if await self._get_sub(conn, tenant_id, sub_id) is None:
-                return None
-            # Same row, same X-Webhook-Id, fresh retry budget; attempts keep numbering on.
-            result = await conn.execute(
-                update(d)
-                .where(*where)
-                .values(
-                    status=DeliveryStatus.PENDING.value,
-                    round_attempts=0,
-                    round_started_at=None,
-                    next_attempt_at=now,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    updated_at=now,
-                    finished_at=None,
+        try:
+            async with self.engine.begin() as conn:
+                # Same row, same X-Webhook-Id, fresh retry budget; attempts keep numbering on.
+                result = await conn.execute(
+                    update(d)
+                    .where(*where)
+                    .values(
+                        status=DeliveryStatus.PENDING.value,
+                        round_attempts=0,
+                        round_started_at=None,
+                        next_attempt_at=now,
+                        lease_owner=None,
+                        lease_expires_at=None,
+                        updated_at=now,
+                        finished_at=None,
+                    )
                 )
-            )
-            if result.rowcount == 0:
-                return None
-            rows = (await conn.execute(select(d).where(*where))).mappings().all()
-            return (await self._with_attempts(conn, rows))[0]
+                if result.rowcount == 0:
+                    return None
+                # Then the subscription, shared-locked (a delivery's row before its
+                # subscription's, like a completion): a delete that went first means 404 and
+                # no replay; one that comes after waits for this and ends the delivery.
+                if await self._get_sub(conn, tenant_id, sub_id, lock=True) is None:
+                    raise _SubscriptionGone
+                rows = (await conn.execute(select(d).where(*where))).mappings().all()
+                return (await self._with_attempts(conn, rows))[0]
+        except _SubscriptionGone:
+            return None
 
     # -- alerts -------------------------------------------------------------------------------
 

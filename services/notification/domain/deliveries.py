@@ -3,6 +3,8 @@
 A delivery is one event for one subscription. Attempts are appended to it; it ends `succeeded`
 or `dead` (the dead-letter state: retries exhausted or a non-retryable answer). A replay puts a
 dead or succeeded delivery back to `pending` with a fresh retry budget, same `X-Webhook-Id`.
+Deleting a subscription ends its unfinished deliveries `dead` with `SUBSCRIPTION_DELETED_ERROR`
+(nothing would ever attempt them again).
 
 Endpoint health (the choice, after Svix): Svix disables an endpoint when every attempt to it
 has failed for 5 days; Stripe emails the account and disables an endpoint after several days of
@@ -33,6 +35,9 @@ class DeliveryStatus(StrEnum):
 
 
 DUE_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+SUBSCRIPTION_DELETED_ERROR = (
+    "subscription_deleted: the subscription was deleted before this delivery succeeded"
+)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
+
+from servicekit.ids import stable_id
 
 # An event type is dotted lowercase words (`schedule.run.failed`); a filter is one, or a prefix
 # ending in `*` (`schedule.*`, `schedule.run.*`), or `*` alone (everything of the tenant).
@@ -15,17 +16,26 @@ MAX_FILTER_CHARS = 200
 
 
 class InvalidEventTypeFilter(ValueError):
-    """A filter is not an exact event type or a prefix ending in `*`."""
+    """A filter is not a known event type or a prefix ending in `*` that matches one."""
 
 
-def normalize_filters(filters: Iterable[str]) -> list[str]:
-    """Validate and deduplicate filters, keeping their order; raise on the first bad one."""
+def normalize_filters(filters: Iterable[str], *, known: Sequence[str]) -> list[str]:
+    """Validate and deduplicate filters, keeping their order; raise on the first bad one.
+
+    `known` is the event catalogue of the topics this service fans out: an exact filter must be
+    one of them and a `*` filter must match at least one, or the subscription would never fire.
+    """
     seen: list[str] = []
     for raw in filters:
         value = raw.strip()
         if len(value) > MAX_FILTER_CHARS or not (_TYPE.match(value) or _PREFIX.match(value)):
             raise InvalidEventTypeFilter(
                 f"{raw!r} is not an event type or a prefix ending in '*' (e.g. 'schedule.*')"
+            )
+        if not matches_any(value, known):
+            raise InvalidEventTypeFilter(
+                f"{value!r} matches no known event type; known types: {', '.join(known)}"
+                " (or a prefix of them ending in '*', e.g. 'schedule.*')"
             )
         if value not in seen:
             seen.append(value)
@@ -34,6 +44,11 @@ def normalize_filters(filters: Iterable[str]) -> list[str]:
     if len(seen) > MAX_FILTERS:
         raise InvalidEventTypeFilter(f"at most {MAX_FILTERS} event type filters")
     return seen
+
+
+def matches_any(filter_: str, event_types: Sequence[str]) -> bool:
+    """True when one filter matches at least one of `event_types`."""
+    return any(matches((filter_,), t) for t in event_types)
 
 
 def matches(filters: Sequence[str], event_type: str) -> bool:
@@ -50,5 +65,4 @@ def matches(filters: Sequence[str], event_type: str) -> bool:
 def delivery_id(event_id: str, subscription_id: str) -> str:
     """Deterministic per (event, subscription): it is the `X-Webhook-Id` receivers dedup on, and
     a re-read event (consumer crash before commit) maps to the same row."""
-    digest = hashlib.sha256(f"{event_id}\x00{subscription_id}".encode()).hexdigest()
-    return f"msg_{digest[:32]}"
+    return stable_id("dlv", event_id, subscription_id)

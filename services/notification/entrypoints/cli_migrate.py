@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--revision", default="head", help="target revision (default: head)")
 
 
-async def _migrate(url: str, revision: str) -> None:
-    engine = create_engine(url)
+async def _migrate(settings: NotificationSettings, revision: str) -> None:
+    # Migrations keep the connect, lock and checkout bounds but may run long statements.
+    engine = create_engine(settings.database_url, settings.database_bounds().for_migrations())
     try:
         await upgrade(engine, revision)
     finally:
@@ -24,6 +25,6 @@ async def _migrate(url: str, revision: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = NotificationSettings()
-    asyncio.run(_migrate(settings.database_url, args.revision))
+    asyncio.run(_migrate(settings, args.revision))
     print(f"notification: migrated to {args.revision}")
     return 0

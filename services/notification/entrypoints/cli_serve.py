@@ -1,4 +1,5 @@
-"""`notification serve [--host 127.0.0.1] [--port 8088] [--dev]`: API, consumers, dispatcher."""
+"""`notification serve [--host 127.0.0.1] [--port 8088] [--dev]`: API, consumers, dispatcher.
+SIGTERM/SIGINT: the HTTP server stops (servicekit's one server helper), then the workers."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import argparse
 import asyncio
 import sys
 
-import uvicorn
-
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
+from servicekit.http_server import http_server, serve
 from servicekit.logging import configure_logging
 
 
@@ -29,17 +29,10 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
     app = build_notification(settings)
     await app.start()
     try:
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app.asgi_app,
-                host=host,
-                port=port,
-                log_level="info",
-                lifespan="off",
-                log_config=None,
-            )
+        server = http_server(
+            app.asgi_app, host=host, port=port, limits=settings.http_limits(), log_level="info"
         )
-        await server.serve()
+        await serve([server])
     finally:
         await app.stop()
 

@@ -32,6 +32,7 @@ from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWork
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
+from servicekit.watchdog import Watchdog
 from servicekit.worker import Step, WorkerGroup, WorkerLoop
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,14 @@ class NotificationApp:
         asgi_app: FastAPI,
         events: EventFanOutWorker,
         requests: AlertRequestWorker,
+        *,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self.container = container
+        self.watchdog = watchdog or Watchdog(
+            step_timeout_seconds=container.settings.worker_step_timeout_seconds
+        )
+        """Every worker loop of this process (the API's readyz: 503 while one is overdue)."""
         self.asgi_app = asgi_app
         self.events = events
         self.requests = requests
@@ -90,7 +97,7 @@ class NotificationApp:
             return
         idle = settings.poll_interval_seconds
         c = self.container
-        workers = WorkerGroup(logger=log)
+        workers = WorkerGroup(logger=log, watchdog=self.watchdog)
         # A consumer's poll waits up to `idle` for records.
         steps: dict[str, Step] = {
             "fanout": self.events.step,
@@ -167,4 +174,11 @@ def build_notification(
         batch_size=settings.consumer_batch_size,
         poll_seconds=settings.poll_interval_seconds,
     )
-    return NotificationApp(container, create_app(container, verifier), events, requests)
+    watchdog = Watchdog(step_timeout_seconds=settings.worker_step_timeout_seconds)
+    return NotificationApp(
+        container,
+        create_app(container, verifier, watchdog=watchdog),
+        events,
+        requests,
+        watchdog=watchdog,
+    )

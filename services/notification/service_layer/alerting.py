@@ -8,7 +8,6 @@ emails with retries, so an SMTP outage neither blocks the consumer nor loses mai
 from __future__ import annotations
 
 import logging
-import uuid
 
 from notification.domain.alerts import AlertRequest, Channel
 from notification.service_layer.ports import (
@@ -19,6 +18,8 @@ from notification.service_layer.ports import (
     NotificationStore,
     SubscriptionRecord,
 )
+from servicekit.ids import new_id
+from servicekit.timestamps import format_utc
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class AlertService:
         notification = None
         if Channel.IN_APP in request.channels:
             notification = NotificationRecord(
-                id=f"ntf_{uuid.uuid4().hex}",
+                id=new_id("ntf", at=now),
                 tenant_id=request.tenant_id,
                 template=request.template,
                 title=rendered.title,
@@ -52,7 +53,7 @@ class AlertService:
             recipients = await self.store.get_alert_contacts(request.tenant_id)
             if recipients:
                 email = NewEmail(
-                    id=f"eml_{uuid.uuid4().hex}",
+                    id=new_id("eml", at=now),
                     recipients=recipients,
                     subject=rendered.subject,
                     text_body=rendered.text,
@@ -75,7 +76,7 @@ class AlertService:
                 "subscription_id": sub.id,
                 "url": sub.url,
                 "description": sub.description,
-                "failing_since": sub.failing_since.isoformat() if sub.failing_since else None,
+                "failing_since": format_utc(sub.failing_since) if sub.failing_since else None,
             },
         )
         await self.handle(request)

@@ -3,7 +3,6 @@ rest (servicekit SecretBox, bound to the subscription id) and returned only on c
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,6 +10,7 @@ from typing import Any
 
 from notification.domain.subscriptions import normalize_filters
 from notification.service_layer.ports import Clock, NotificationStore, SubscriptionRecord
+from servicekit.ids import new_id
 from servicekit.secretbox import SecretBox
 from webhookdeliver import generate_secret, validate_target_url
 
@@ -38,12 +38,14 @@ class SubscriptionService:
         *,
         allow_private_networks: bool,
         secret_grace_seconds: int,
+        known_event_types: Sequence[str],
     ) -> None:
         self.store = store
         self.box = box
         self.clock = clock
         self.allow_private_networks = allow_private_networks
         self.grace = timedelta(seconds=secret_grace_seconds)
+        self.known_event_types = tuple(known_event_types)
 
     def _check_url(self, url: str) -> None:
         # Raises webhookdeliver.InvalidTargetURL; the API maps it to a 422 naming `url`.
@@ -58,9 +60,9 @@ class SubscriptionService:
         enabled: bool,
     ) -> SubscriptionWithSecret:
         self._check_url(url)
-        filters = normalize_filters(event_types)
+        filters = normalize_filters(event_types, known=self.known_event_types)
         now = self.clock()
-        sub_id = f"sub_{uuid.uuid4().hex}"
+        sub_id = new_id("sub", at=now)
         secret = generate_secret()
         sub = SubscriptionRecord(
             id=sub_id,
@@ -89,7 +91,9 @@ class SubscriptionService:
             self._check_url(changes["url"])
             values["url"] = changes["url"]
         if "event_types" in changes:
-            values["event_types"] = normalize_filters(changes["event_types"])
+            values["event_types"] = normalize_filters(
+                changes["event_types"], known=self.known_event_types
+            )
         if "description" in changes:
             values["description"] = changes["description"]
         if "enabled" in changes:

@@ -2,7 +2,9 @@
 
 - `WebhookAction`: POST the run's payload to the schedule's target through `webhookdeliver`
   (SSRF guard, signing with every current secret, no redirects, bounded body and time). Every
-  attempt carries X-Webhook-Id = the run id and X-Event-Type = schedule.triggered.
+  attempt carries X-Webhook-Id = the run id and X-Event-Type = schedule.triggered, and the
+  occurrence's context: X-Schedule-Id, X-Scheduled-For (scheduled_for: the occurrence, or the
+  instant a manual or replay run was requested) and X-Trigger (the run's trigger).
 - `ActionRouter` picks the performer by the schedule's action: the webhook one, or the event
   one (service_layer/event_action.PublishingEventAction: publish `schedule.triggered`, succeed
   on the bus's acknowledgement).
@@ -17,7 +19,7 @@ from datetime import UTC, datetime
 from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
-from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key
+from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key, occurrence_headers
 
 EVENT_TYPE_TRIGGERED = "schedule.triggered"
 Clock = Callable[[], datetime]
@@ -62,6 +64,11 @@ class WebhookAction:
                 attempt=attempt_number,
                 headers=dict(spec.target.headers),
                 timeout_seconds=float(spec.target.timeout_seconds),
+                context_headers=occurrence_headers(
+                    schedule_id=run.schedule_id,
+                    scheduled_for=run.scheduled_for,
+                    trigger=run.trigger.value,
+                ),
             )
         )
         # The attempt record shared with notification: it applies the text bounds, once.

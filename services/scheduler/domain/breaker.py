@@ -23,10 +23,10 @@ from datetime import datetime
 
 from scheduler.domain.alerts import TEMPLATE_AUTO_PAUSED, alert_request
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.ids import stable_id
 from scheduler.domain.policies import BREAKER_THRESHOLD_RANGE, ScheduleState
 from scheduler.domain.run import Attempt, RunStatus
 from scheduler.domain.schedule import Schedule
+from servicekit.ids import stable_id
 
 PAUSED_REASON_BREAKER = "breaker"
 
@@ -113,6 +113,10 @@ def breaker_alert(schedule: Schedule, error: str, now: datetime) -> DomainEvent:
             "schedule_name": schedule.name,
             "last_error": error,
             "runs_path": f"/v1/schedules/{schedule.id}/runs",
+            # How many failed in a row (the wording differs for one) and the threshold.
+            "consecutive_failures": schedule.consecutive_failures,
+            "failure_threshold": schedule.breaker.failure_threshold,
+            "resume_path": f"/v1/schedules/{schedule.id}/resume",
         },
         now=now,
     )

@@ -8,7 +8,9 @@ The grammar follows cronie's `crontab(5)`, strictly:
 - ranges: minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-7 (0 and 7 are
   Sunday); three-letter month (`JAN`-`DEC`) and weekday (`SUN`-`SAT`) names, case-insensitive,
   also inside ranges; full names (`January`, `Monday`) are refused;
-- `A-B` needs A <= B (no wrap-around: `5-1` and `FRI-MON` are refused);
+- `A-B` needs A <= B (no wrap-around: `5-1` and `FRI-MON` are refused), except that a
+  day-of-week range ending in Sunday written `0` or `SUN` (`MON-SUN`, `1-0`) means A-7, as
+  cronie's parser reads it;
 - a step is an integer >= 1; a step larger than the span selects the start only;
 - macros, alone and lowercase: `@yearly` `@annually` `@monthly` `@weekly` `@daily` `@midnight`
   `@hourly`; any other `@word` (`@reboot`, `@every`) is refused;
@@ -213,6 +215,8 @@ def _parse_item(name: str, item: str, low: int, high: int, names: dict[str, int]
             )
         return range(start, start + 1)
     end = _parse_value(name, item, end_text, low, high, names)
+    if name == "day_of_week" and end == 0 and start > 0:
+        end = 7  # `MON-SUN`, `1-0`: Sunday as the week's end (cronie)
     if start > end:
         raise InvalidScheduleExpression(name, item, "range start is after its end (no wrap-around)")
     return range(start, end + 1, step)

@@ -15,6 +15,10 @@ fold=1 one - that inversion is how a skipped wall time is recognised). The rules
   have run already are not run again"), and, for each forward transition that skipped at least
   one matching wall time, once at the transition instant itself (cronie, clock jumped forward:
   "run any fixed-time jobs that would otherwise be skipped"), however many it skipped.
+- `dst_policy` (DESIGN.md §7a) changes only what a fixed schedule does: `shift` is the rule
+  above; `skip` drops skipped wall times; `literal` drops them and fires a repeated wall time on
+  both passes (what a wildcard schedule does). The policies differ only on days near an offset
+  transition, so the fast path below is the same for all three.
 - Occurrences are strictly after `after`, increasing, at most one per instant. Returned
   datetimes carry `tzinfo=ZoneInfo(zone)` and `fold=1` on a second pass.
 
@@ -43,6 +47,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from scheduler.domain.expression import ParsedExpression, load_zone, parse_expression
+from scheduler.domain.policies import DstAnnotation, DstPolicy
 
 _ONE_SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -103,20 +108,33 @@ class Recurrence:
 
     __slots__ = (
         "_days_cache",
+        "_drops_gaps",
         "_months",
         "_parsed",
+        "_second_passes",
         "_start_minutes",
         "_times",
         "_zone",
+        "dst_policy",
         "expression",
         "is_wildcard",
         "timezone",
     )
 
-    def __init__(self, parsed: ParsedExpression, timezone: str, zone: ZoneInfo) -> None:
+    def __init__(
+        self,
+        parsed: ParsedExpression,
+        timezone: str,
+        zone: ZoneInfo,
+        dst_policy: DstPolicy = DstPolicy.SHIFT,
+    ) -> None:
         self.expression = parsed.expression
         self.timezone = timezone
         self.is_wildcard = parsed.is_wildcard
+        self.dst_policy = DstPolicy(dst_policy)
+        # What the per-minute path does near a transition: a wildcard schedule is `literal`.
+        self._drops_gaps = parsed.is_wildcard or self.dst_policy is not DstPolicy.SHIFT
+        self._second_passes = parsed.is_wildcard
         self._parsed = parsed
         self._zone = zone
         self._times = tuple(
@@ -127,14 +145,62 @@ class Recurrence:
         self._days_cache: dict[tuple[int, int], tuple[int, ...]] = {}
 
     @classmethod
-    def parse(cls, expression: str, timezone: str) -> Recurrence:
+    def parse(
+        cls, expression: str, timezone: str, dst_policy: DstPolicy = DstPolicy.SHIFT
+    ) -> Recurrence:
         """Validate both; raises InvalidScheduleExpression naming the field and the token."""
         parsed = parse_expression(expression)
         zone = load_zone(timezone)
-        return cls(parsed, timezone, zone)
+        return cls(parsed, timezone, zone, dst_policy)
 
     def __repr__(self) -> str:
-        return f"Recurrence({self.expression!r}, {self.timezone!r})"
+        return f"Recurrence({self.expression!r}, {self.timezone!r}, {self.dst_policy.value!r})"
+
+    def annotate(self, occurrence: datetime) -> DstAnnotation | None:
+        """How DST touched `occurrence` (one this recurrence produced): `shifted` for a `shift`
+        transition instant that stands for skipped matching wall times, `first_pass` /
+        `second_pass` when its wall time occurs twice, None otherwise (DESIGN.md §7a).
+
+        Costs one span look-up away from transitions, a few offset probes near one."""
+        ts = _instant(occurrence)
+        span_start, span_end, _ = _span(self._zone, ts)
+        if span_start + _SPAN_MARGIN <= ts < span_end - _SPAN_MARGIN:
+            return None
+        local = datetime.fromtimestamp(ts, self._zone)
+        earlier = _seconds(local.replace(fold=0).utcoffset())
+        later = _seconds(local.replace(fold=1).utcoffset())
+        if earlier > later:  # the wall time is repeated: fold tells the pass
+            return DstAnnotation.SECOND_PASS if local.fold else DstAnnotation.FIRST_PASS
+        if self._drops_gaps:
+            return None
+        before = self._offset_at(ts - 1)
+        if before is None or before >= earlier:
+            return None  # not the end of a forward gap
+        # The gap is the wall interval [ts + before, ts + offset); does a matching minute lie in it?
+        gap_start, gap_end = ts + before, ts + earlier
+        wall = -(-gap_start // 60) * 60
+        while wall < gap_end:
+            if self._wall_matches(wall):
+                return DstAnnotation.SHIFTED
+            wall += 60
+        return None
+
+    def iter_annotated(self, after: datetime) -> Iterator[tuple[datetime, DstAnnotation | None]]:
+        """`iter_after` with each occurrence's annotation."""
+        for occurrence in self._iterate(_instant(after)):
+            yield occurrence, self.annotate(occurrence)
+
+    def _wall_matches(self, wall: int) -> bool:
+        """Whether the wall time `wall` (seconds since the wall-clock epoch) matches."""
+        day, second = divmod(wall, _DAY)
+        minute_of_day = second // 60
+        index = bisect_left(self._start_minutes, minute_of_day)
+        if index >= len(self._start_minutes) or self._start_minutes[index] != minute_of_day:
+            return False
+        on = date.fromordinal(day + _EPOCH_ORDINAL)
+        if on.month not in self._parsed.months:
+            return False
+        return on.day in self._matching_days(on.year, on.month)
 
     def min_interval_seconds(self, since: datetime | None = None) -> int:
         """The smallest gap, in seconds, between consecutive occurrences from `since` (default
@@ -205,7 +271,8 @@ class Recurrence:
         zone = self._zone
         times = self._times
         count = len(times)
-        wildcard = self.is_wildcard
+        drops_gaps = self._drops_gaps
+        second_passes = self._second_passes
         # Second-pass instants of a repeated interval come after every first pass of it, so they
         # wait here until a later instant is about to be emitted.
         pending: list[tuple[int, datetime]] = []
@@ -250,18 +317,19 @@ class Recurrence:
                 u1 = wall - _seconds(second_pass.utcoffset())
                 if u0 > u1:
                     # A skipped wall time (fold=0 uses the pre-transition offset, landing after
-                    # the gap). Wildcard: never fires. Fixed: fires once at the transition
-                    # instant (cronie: skipped fixed-time jobs run once at the new time).
-                    if wildcard:
+                    # the gap). Wildcard, `skip`, `literal`: never fires. Fixed `shift`: fires
+                    # once at the transition instant (cronie: skipped fixed-time jobs run once
+                    # at the new time).
+                    if drops_gaps:
                         continue
                     if transition is None or not u1 < transition[2] <= u0:
                         transition = (u1, u0, self._transition_between(u1, u0))
                     ts, dt = transition[2], datetime.fromtimestamp(transition[2], zone)
                 else:
                     # Exists once (u0 == u1) or twice (u0 < u1): the first pass always fires;
-                    # a wildcard schedule also fires on the second pass (cronie: every
-                    # virtual minute), a fixed one does not (it has already run).
-                    if wildcard and u1 > u0 and u1 > last:
+                    # a wildcard or `literal` schedule also fires on the second pass (cronie:
+                    # every virtual minute), a fixed one does not (it has already run).
+                    if second_passes and u1 > u0 and u1 > last:
                         heapq.heappush(pending, (u1, second_pass))
                     ts, dt = u0, first_pass
                 if ts <= last:

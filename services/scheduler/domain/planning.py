@@ -27,6 +27,11 @@ Rules, in this order, for each occurrence `t` from `next_run_at` up to `now + lo
    tenant's next schedule; to keep a pass from charging the next day's runs to today, cut
    `lookahead` at the quota day's end.
 
+Timing (DESIGN.md §7a): `next_after` already honours start_at, end_at and a one-shot's run_at;
+`runs_left` (max_runs minus the occurrences planned before) stops the pass after that many, skipped
+ones included, and then `next_run_at` is None: the schedule is complete. Jitter does not move
+`scheduled_for` (the occurrence's identity); `to_run` gets the run's `due_at` from the caller.
+
 Bound: one pass materialises at most `max_per_pass` occurrences (a schedule down for a month at
 */1 has 43,200 missed occurrences: each is recorded, skipped or not, but over many short
 transactions). `decision.more_due` is then True and the planner should plan the schedule again at
@@ -66,6 +71,8 @@ class PlanState:
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     previous_run_unfinished: bool = False
     """Whether the schedule's latest run is pending, in_progress or retrying."""
+    runs_left: int | None = None
+    """Occurrences max_runs still allows (None: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class PlannedOccurrence:
         schedule_id: str,
         now: datetime,
         payload: Mapping[str, Any] | None = None,
+        due_at: datetime | None = None,
     ) -> Run:
         if self.status is RunStatus.SKIPPED:
             assert self.skip_reason is not None
@@ -99,6 +107,7 @@ class PlannedOccurrence:
             now=now,
             trigger=Trigger.SCHEDULE,
             payload=payload,
+            due_at=due_at,
         )
 
 
@@ -162,8 +171,11 @@ def plan_occurrences(
     if t is not None:
         _aware("next_run_at", t)
         t = t.astimezone(UTC)
+    left = state.runs_left
+    if left is not None and left <= 0:
+        t = None
     while t is not None and t <= horizon and len(out) < max_per_pass:
-        nxt = next_after(t)
+        nxt = next_after(t) if left is None or len(out) + 1 < left else None
         if nxt is not None:
             _aware("next_after(...)", nxt)
             nxt = nxt.astimezone(UTC)

@@ -29,6 +29,29 @@ class OverlapPolicy(StrEnum):
     """Record the new occurrence as skipped (overlap)."""
 
 
+class DstPolicy(StrEnum):
+    """What a *fixed* schedule does when DST touches one of its wall times (DESIGN.md §7a);
+    wildcard schedules fire at every matching real instant under all three."""
+
+    SHIFT = "shift"
+    """A skipped wall time fires once at the transition instant; a repeated one, first pass."""
+    SKIP = "skip"
+    """A skipped wall time does not fire; a repeated one fires on its first pass."""
+    LITERAL = "literal"
+    """A skipped wall time does not fire; a repeated one fires at both instants."""
+
+
+class DstAnnotation(StrEnum):
+    """How DST touched one occurrence (the `dst` of an annotated occurrence, DESIGN.md §7a)."""
+
+    SHIFTED = "shifted"
+    """Stands for matching wall time(s) that did not exist (the `shift` transition instant)."""
+    FIRST_PASS = "first_pass"
+    """Its wall time occurs twice that day; this is the earlier instant."""
+    SECOND_PASS = "second_pass"
+    """Its wall time occurs twice that day; this is the later instant."""
+
+
 class Action(StrEnum):
     WEBHOOK = "webhook"
     """POST the payload to the schedule's own target URL."""
@@ -39,6 +62,8 @@ class Action(StrEnum):
 class ScheduleState(StrEnum):
     ACTIVE = "active"
     PAUSED = "paused"
+    COMPLETED = "completed"
+    """Can never fire again (bounds, max_runs or a one-shot's run_at passed; DESIGN.md §7a)."""
 
 
 # Retry bounds: enough for a day-long outage, small enough that one run cannot live for weeks.

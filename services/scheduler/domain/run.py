@@ -5,9 +5,11 @@ State machine (anything else raises `IllegalTransition`):
 
     Run.planned            -> pending
     Run.skipped            -> skipped (misfire, overlap, tenant_suspended, quota at plan time)
-    pending   --acquire        -> in_progress   (only once scheduled_for <= now)
+    pending   --acquire        -> in_progress   (only once due_at <= now)
     retrying  --acquire        -> in_progress   (only once next_attempt_at <= now)
-    in_progress(lease expired) --acquire -> in_progress under the new owner (its worker died)
+    in_progress(lease expired) --acquire -> in_progress under the new owner (its worker died);
+                               the lost attempt is counted and recorded (`LOST_ATTEMPT_KIND`)
+    in_progress --fail_lost    -> failed (its lease expired the maximum number of times)
     in_progress --record_attempt -> succeeded | retrying | failed (failed = dead letter)
     in_progress --release      -> pending (no attempt yet) | retrying (due now)
     pending | retrying | in_progress(owner) --skip -> skipped
@@ -22,14 +24,21 @@ so a worker that re-claims its own expired run is not confused with its earlier 
 layer must write with the same condition (`UPDATE ... WHERE id = :id AND status = 'in_progress'
 AND lease_owner = :owner`) and treat 0 rows as `LeaseLost`.
 
-Dispatch index: a pending run has `next_attempt_at = scheduled_for` and a retrying run the time of
-its next attempt, so "due" is `status IN ('pending', 'retrying') AND next_attempt_at <= now` plus
-`status = 'in_progress' AND lease_expires_at <= now`.
+Dispatch index: a pending run has `next_attempt_at = due_at` (scheduled_for plus jitter) and a
+retrying run the time of its next attempt, so "due" is `status IN ('pending', 'retrying') AND
+next_attempt_at <= now` plus `status = 'in_progress' AND lease_expires_at <= now`. An
+in_progress run's `next_attempt_at` is the time the attempt under way was claimed.
 
-Events: a run that reaches succeeded or failed records `schedule.run.succeeded` /
-`schedule.run.failed` in `events`; attempts made by a transition go to `new_attempts`. The unit
-of work writes both (outbox, delivery_attempt rows) in the run's transaction and clears them.
-Skipping records no event (DESIGN.md §9 lists none).
+Lost attempts: a worker that dies (or stops renewing its lease) after claiming a run may have
+sent its attempt. Whoever acquires the expired run counts that attempt (`attempt_count + 1`) and
+records it with `error_kind = LOST_ATTEMPT_KIND`, started at its claim time, so the next attempt
+goes out with the next `X-Attempt` and the attempt log shows what the receiver may have seen.
+
+Events: a run that reaches a terminal status records one event in `events`:
+`schedule.run.succeeded`, `schedule.run.failed` or `schedule.run.skipped` (with its reason);
+attempts made by a transition go to `new_attempts`. The unit of work writes both (outbox,
+delivery_attempt rows) in the run's transaction and clears them. Every terminal event carries
+what run analytics needs (`finish_data`), so a consumer never has to read the runs table.
 """
 
 from __future__ import annotations
@@ -41,10 +50,12 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.ids import new_id, stable_id
+from servicekit.ids import new_id, stable_id
+from servicekit.timestamps import format_utc
 
 RUN_SUCCEEDED = "schedule.run.succeeded"
 RUN_FAILED = "schedule.run.failed"
+RUN_SKIPPED = "schedule.run.skipped"
 
 
 class RunStatus(StrEnum):
@@ -141,6 +152,15 @@ class AttemptOutcome:
             raise ValueError("a failed attempt needs an error_kind")
 
 
+LOST_ATTEMPT_KIND = "worker_lost"
+DEFAULT_MAX_LEASE_EXPIRIES = 5
+"""The error kind of an attempt whose worker was lost before it recorded the outcome."""
+LOST_ATTEMPT_MESSAGE = (
+    "the worker making this attempt stopped renewing its lease (it crashed or lost the "
+    "database); whether the request reached the target is unknown"
+)
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One delivery_attempt row; `number` is 1-based and attempts are listed in number order."""
@@ -176,6 +196,18 @@ class Run:
     """Payload snapshot for a replay; None means "the schedule's payload when attempted"."""
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
+    due_at: datetime | None = None
+    """When the first attempt may start: scheduled_for plus the schedule's jitter offset
+    (DESIGN.md §7a); None (rows from before jitter) means scheduled_for."""
+    delivery_ms: int = 0
+    """Time spent in this run's attempts, summed. Not a column: the dispatcher loads the earlier
+    attempts' total of a retried run (`RunRepository.delivery_ms_of`) when it claims it."""
+    endpoint: str | None = None
+    """`host:port` a webhook run delivers to, for its terminal event (set by the dispatcher
+    from the schedule's target when it claims the run; not a column)."""
+    lease_expiries: int = 0
+    """How often this run's lease expired under a worker (its lost attempts); set by the claim
+    that takes it over (not a column). At the dispatcher's maximum it fails (`fail_lost`)."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
 
@@ -192,10 +224,14 @@ class Run:
         trigger: Trigger = Trigger.SCHEDULE,
         payload: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        due_at: datetime | None = None,
     ) -> Run:
-        """A pending run, due at `scheduled_for` (a manual trigger or replay passes `now`)."""
+        """A pending run, due at `due_at` (default `scheduled_for`; a manual trigger or replay
+        passes `now`): no attempt starts before it."""
         _aware("scheduled_for", scheduled_for)
         _aware("now", now)
+        due = scheduled_for if due_at is None else due_at
+        _aware("due_at", due)
         return cls(
             id=run_id or new_id("run", at=now),
             tenant_id=tenant_id,
@@ -203,9 +239,10 @@ class Run:
             scheduled_for=scheduled_for,
             trigger=trigger,
             status=RunStatus.PENDING,
-            next_attempt_at=scheduled_for,
+            next_attempt_at=due,
             created_at=now,
             payload=payload,
+            due_at=due,
         )
 
     @classmethod
@@ -220,10 +257,11 @@ class Run:
         trigger: Trigger = Trigger.SCHEDULE,
         run_id: str | None = None,
     ) -> Run:
-        """A run recorded as skipped at plan time, so the occurrence is never silently lost."""
+        """A run recorded as skipped at plan time, so the occurrence is never silently lost.
+        Its `schedule.run.skipped` event is in `events`: the planner writes it with the row."""
         _aware("scheduled_for", scheduled_for)
         _aware("now", now)
-        return cls(
+        run = cls(
             id=run_id or new_id("run", at=now),
             tenant_id=tenant_id,
             schedule_id=schedule_id,
@@ -234,8 +272,15 @@ class Run:
             finished_at=now,
             created_at=now,
         )
+        run._record_event(RUN_SKIPPED, now, {"skip_reason": str(run.skip_reason)})
+        return run
 
     # ---- queries --------------------------------------------------------------------------
+
+    @property
+    def due(self) -> datetime:
+        """When the first attempt may start (`due_at`, or scheduled_for for older rows)."""
+        return self.scheduled_for if self.due_at is None else self.due_at
 
     def holds_lease(self, owner: str) -> bool:
         return self.status is RunStatus.IN_PROGRESS and self.lease_owner == owner
@@ -249,7 +294,7 @@ class Run:
         self._drop_lease()
         if self.attempt_count == 0:
             self.status = RunStatus.PENDING
-            self.next_attempt_at = self.scheduled_for
+            self.next_attempt_at = self.due
             self.started_at = None
         else:
             self.status = RunStatus.RETRYING
@@ -285,6 +330,7 @@ class Run:
             response_excerpt=outcome.response_excerpt,
         )
         self.new_attempts.append(attempt)
+        self.delivery_ms += outcome.duration_ms
         self._drop_lease()
         if outcome.ok:
             self._finish(RunStatus.SUCCEEDED, now)
@@ -302,11 +348,25 @@ class Run:
             self._record_event(RUN_FAILED, now, {"last_error": last_error})
         return attempt
 
+    def fail_lost(self, owner: str, now: datetime) -> None:
+        """Give up on a run whose lease expired too often (DESIGN.md §6): a run that takes its
+        worker down must not take down every worker in turn. Failed, without another attempt."""
+        _aware("now", now)
+        self._require_lease(owner)
+        self._drop_lease()
+        self._finish(RunStatus.FAILED, now)
+        last_error = {
+            "kind": LOST_ATTEMPT_KIND,
+            "message": f"its lease expired {self.lease_expiries} times; not attempted again",
+            "status_code": None,
+        }
+        self._record_event(RUN_FAILED, now, {"last_error": last_error})
+
     def skip(self, reason: SkipReason, now: datetime, *, owner: str | None = None) -> None:
         """Stop the run without (further) attempts: a pending run whose tenant was suspended at
         scheduled_for, a planned-ahead run that overlaps (overlap_policy skip), or in-flight
         retries of a tenant that got suspended. An in_progress run needs its lease `owner`.
-        A skipped run emits no event and does not count toward the breaker."""
+        A skipped run records `schedule.run.skipped` and does not count toward the breaker."""
         _aware("now", now)
         if self.status is RunStatus.IN_PROGRESS:
             if owner is None:
@@ -317,6 +377,7 @@ class Run:
         self._drop_lease()
         self.skip_reason = SkipReason(reason)
         self._finish(RunStatus.SKIPPED, now)
+        self._record_event(RUN_SKIPPED, now, {"skip_reason": str(self.skip_reason)})
 
     # ---- helpers --------------------------------------------------------------------------
 
@@ -335,8 +396,26 @@ class Run:
         self.finished_at = now
         self.next_attempt_at = None
 
+    def finish_data(self) -> dict[str, Any]:
+        """What every terminal event says about the run (times in UTC ISO 8601, like the
+        envelope): `due_at` is when its first attempt could start (scheduled_for plus jitter),
+        `first_attempt_at` when the run was first claimed for an attempt (None if it never was),
+        `delivery_ms` the attempts' durations summed, `endpoint` the webhook's `host:port` (None
+        for event actions and runs skipped before a claim)."""
+        first = self.started_at if self.attempt_count else None
+        return {
+            "trigger": str(self.trigger),
+            "status": str(self.status),
+            "attempt_count": self.attempt_count,
+            "due_at": format_utc(self.due),
+            "first_attempt_at": None if first is None else format_utc(first),
+            "finished_at": None if self.finished_at is None else format_utc(self.finished_at),
+            "delivery_ms": self.delivery_ms,
+            "endpoint": self.endpoint,
+        }
+
     def _record_event(self, type_: str, now: datetime, extra: Mapping[str, Any]) -> None:
-        data: dict[str, Any] = {"trigger": str(self.trigger), "attempt_count": self.attempt_count}
+        data = self.finish_data()
         data.update(extra)
         self.events.append(
             DomainEvent(

@@ -8,6 +8,11 @@ occurrence engine and handed in, so this module stays free of the engine's clock
 parsing. A paused schedule has `next_run_at = None` (pausing means "no intent", DESIGN §6): resume
 recomputes it from the resume instant, so occurrences inside the pause are never planned.
 
+Timing (DESIGN.md §7a) is `cron` or `run_at` plus `dst_policy`, `start_at`, `end_at`,
+`max_runs` and `jitter_seconds` (`timing()`); `planned_runs` counts the occurrences planned so far
+(for max_runs). A schedule that can never fire again is `completed` (`complete()`, event
+`schedule.completed`); a change that makes occurrences possible again makes it active.
+
 `version` starts at 1 and grows by one on every change: it is the optimistic-concurrency token
 (the HTTP ETag) and the SQL repository updates a row only when the stored version matches.
 """
@@ -20,14 +25,24 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.ids import new_id
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
+    DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
     ScheduleState,
+)
+from scheduler.domain.timing import Timing
+from servicekit.ids import new_id
+from servicekit.timestamps import format_utc
+
+SCHEDULE_COMPLETED = "schedule.completed"
+MAX_DESCRIPTION_CHARS = 1000
+# The fields that decide when a schedule fires; changing one re-plans from now.
+TIMING_FIELDS = frozenset(
+    {"cron", "run_at", "timezone", "dst_policy", "start_at", "end_at", "max_runs"}
 )
 
 
@@ -37,6 +52,11 @@ class ScheduleError(Exception):
 
 class ScheduleDeleted(ScheduleError):
     """The schedule is deleted; nothing can change it any more."""
+
+
+class ScheduleCompleted(ScheduleError):
+    """The schedule can never fire again, so it cannot be resumed; a PATCH of its timing can
+    make occurrences possible again."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +74,7 @@ class Schedule:
     id: str
     tenant_id: str
     name: str
-    cron: str
+    cron: str | None
     timezone: str
     action: Action
     target: Target | None
@@ -71,6 +91,15 @@ class Schedule:
     version: int = 1
     consecutive_failures: int = 0
     deleted_at: datetime | None = None
+    description: str | None = None
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    run_at: datetime | None = None
+    jitter_seconds: int = 0
+    planned_runs: int = 0
+    """Occurrences planned so far, skipped ones included (max_runs counts these)."""
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
 
     # ---- construction -------------------------------------------------------------------------
@@ -81,7 +110,7 @@ class Schedule:
         id: str,
         tenant_id: str,
         name: str,
-        cron: str,
+        cron: str | None,
         timezone: str,
         action: Action,
         target: Target | None,
@@ -92,6 +121,13 @@ class Schedule:
         breaker: BreakerPolicy,
         next_run_at: datetime | None,
         now: datetime,
+        description: str | None = None,
+        dst_policy: DstPolicy = DstPolicy.SHIFT,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_runs: int | None = None,
+        run_at: datetime | None = None,
+        jitter_seconds: int = 0,
     ) -> Schedule:
         schedule = cls(
             id=id,
@@ -111,9 +147,28 @@ class Schedule:
             next_run_at=next_run_at,
             created_at=now,
             updated_at=now,
+            description=description,
+            dst_policy=dst_policy,
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=max_runs,
+            run_at=run_at,
+            jitter_seconds=jitter_seconds,
         )
         schedule._record("schedule.created", now)
         return schedule
+
+    def timing(self) -> Timing:
+        return Timing(
+            timezone=self.timezone,
+            cron=self.cron,
+            run_at=self.run_at,
+            dst_policy=self.dst_policy,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            max_runs=self.max_runs,
+            jitter_seconds=self.jitter_seconds,
+        )
 
     # ---- behaviour ----------------------------------------------------------------------------
     @property
@@ -124,8 +179,9 @@ class Schedule:
         self, changes: Mapping[str, Any], *, next_run_at: datetime | None, now: datetime
     ) -> None:
         """Apply field changes (already validated); `next_run_at` is what the caller computed for
-        the resulting cron/zone (ignored while paused). A no-op change still bumps the version, so
-        a client's If-Match sequence stays simple."""
+        the resulting timing (ignored while paused). A completed schedule whose timing changed
+        becomes active again when `next_run_at` is not None. A no-op change still bumps the
+        version, so a client's If-Match sequence stays simple."""
         self._ensure_alive()
         allowed = {
             "name",
@@ -138,20 +194,35 @@ class Schedule:
             "misfire_policy",
             "overlap_policy",
             "breaker",
+            "description",
+            "jitter_seconds",
+            *TIMING_FIELDS,
         }
         unknown = set(changes) - allowed
         if unknown:
             raise ValueError(f"not updatable: {sorted(unknown)}")
         for name, value in changes.items():
             setattr(self, name, value)
+        reopened = (
+            self.state is ScheduleState.COMPLETED
+            and bool(TIMING_FIELDS & set(changes))
+            and next_run_at is not None
+        )
+        if reopened:
+            self.state = ScheduleState.ACTIVE
         if self.state is ScheduleState.ACTIVE:
             self.next_run_at = next_run_at
         self._touch(now)
         self._record("schedule.updated", now, {"changed": sorted(changes)})
+        if self.state is ScheduleState.ACTIVE and self.next_run_at is None:
+            self.complete(now)
 
     def pause(self, reason: str | None, now: datetime) -> None:
-        """Pause (idempotent: pausing a paused schedule only updates the reason)."""
+        """Pause (idempotent: pausing a paused schedule only updates the reason). A completed
+        schedule has nothing left to pause (the breaker may still see its last runs fail): no-op."""
         self._ensure_alive()
+        if self.state is ScheduleState.COMPLETED:
+            return
         was_active = self.state is ScheduleState.ACTIVE
         self.state = ScheduleState.PAUSED
         self.paused_reason = reason
@@ -160,18 +231,35 @@ class Schedule:
         if was_active:
             self._record("schedule.paused", now)
 
+    def complete(self, now: datetime) -> None:
+        """No occurrence is left (its runs already planned finish normally). Idempotent."""
+        self._ensure_alive()
+        if self.state is ScheduleState.COMPLETED:
+            return
+        self.state = ScheduleState.COMPLETED
+        self.paused_reason = None
+        self.next_run_at = None
+        self._touch(now)
+        self._record(SCHEDULE_COMPLETED, now)
+
     def resume(self, next_run_at: datetime | None, now: datetime) -> None:
         """Resume from `now` (the caller passes the next occurrence after now); resets the breaker
-        count (DESIGN §6). Resuming an active schedule changes nothing and emits nothing."""
+        count (DESIGN §6). Resuming an active schedule changes nothing and emits nothing; a
+        completed one raises ScheduleCompleted; a paused one with no occurrence left (its bounds
+        passed while paused) completes."""
         self._ensure_alive()
         if self.state is ScheduleState.ACTIVE:
             return
+        if self.state is ScheduleState.COMPLETED:
+            raise ScheduleCompleted(self.id)
         self.state = ScheduleState.ACTIVE
         self.paused_reason = None
         self.consecutive_failures = 0
         self.next_run_at = next_run_at
         self._touch(now)
         self._record("schedule.resumed", now)
+        if next_run_at is None:
+            self.complete(now)
 
     def delete(self, now: datetime) -> None:
         self._ensure_alive()
@@ -198,6 +286,7 @@ class Schedule:
         data: dict[str, Any] = {
             "name": self.name,
             "cron": self.cron,
+            "run_at": None if self.run_at is None else format_utc(self.run_at),
             "timezone": self.timezone,
             "action": self.action.value,
             "state": self.state.value,

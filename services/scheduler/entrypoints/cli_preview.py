@@ -1,8 +1,12 @@
-"""`scheduler preview --cron EXPR --tz ZONE [--after ISO8601] [--count N]`.
+"""`scheduler preview --cron EXPR --tz ZONE [--after ISO8601] [--count N] [--dst-policy P]
+[--explain]`.
 
 Prints exactly N occurrences strictly after `--after` (default: now), one per line, as local time
-with the offset (`2026-03-08T03:00:00-04:00`), streamed so large N stays fast. Invalid input
-(expression, zone, `--after`, `--count` outside 1..MAX_COUNT) exits 2 with one line on stderr.
+with the offset (`2026-03-08T03:00:00-04:00`), streamed so large N stays fast. `--dst-policy`
+(`shift`, `skip`, `literal`; DESIGN.md §7a) chooses what a fixed schedule does across DST;
+`--explain` appends ` shifted`, ` first_pass` or ` second_pass` to a line DST touched. Invalid
+input (expression, zone, `--after`, `--count` outside 1..MAX_COUNT, policy) exits 2 with one line
+on stderr.
 If the calendar ends (year 9999) before N occurrences, it prints what exists and exits 0.
 """
 
@@ -16,6 +20,7 @@ from typing import NoReturn
 
 from scheduler.domain.expression import InvalidScheduleExpression
 from scheduler.domain.occurrences import Recurrence, format_occurrence
+from scheduler.domain.policies import DstPolicy
 
 DEFAULT_COUNT = 10
 # A bound on output: a million lines is ~26 MB and a few seconds; more is a mistake, not a preview.
@@ -34,6 +39,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--count",
         default=str(DEFAULT_COUNT),
         help=f"how many occurrences (1..{MAX_COUNT}, default {DEFAULT_COUNT})",
+    )
+    parser.add_argument(
+        "--dst-policy",
+        default=DstPolicy.SHIFT.value,
+        help="what a fixed schedule does across DST: shift (default), skip or literal",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="append shifted / first_pass / second_pass to occurrences DST touched",
     )
 
 
@@ -60,17 +75,32 @@ def _parse_count(text: str) -> int:
     return int(text)
 
 
-def run(args: argparse.Namespace) -> int:
+def _parse_policy(text: str) -> DstPolicy:
     try:
-        recurrence = Recurrence.parse(args.cron, args.tz)
+        return DstPolicy(text)
+    except ValueError:
+        choices = ", ".join(p.value for p in DstPolicy)
+        _fail(f"--dst-policy: must be one of {choices} (token {text!r})")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = _parse_policy(args.dst_policy)
+    try:
+        recurrence = Recurrence.parse(args.cron, args.tz, policy)
     except InvalidScheduleExpression as exc:
         _fail(str(exc))
     count = _parse_count(args.count)
     after = _parse_after(args.after)
     out = sys.stdout
     lines: list[str] = []
+    explain = args.explain
     for occurrence in islice(recurrence.iter_after(after), count):
-        lines.append(format_occurrence(occurrence))
+        line = format_occurrence(occurrence)
+        if explain:
+            annotation = recurrence.annotate(occurrence)
+            if annotation is not None:
+                line = f"{line} {annotation.value}"
+        lines.append(line)
         if len(lines) >= _FLUSH_EVERY:
             out.write("\n".join(lines) + "\n")
             lines.clear()

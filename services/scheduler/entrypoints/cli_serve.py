@@ -15,7 +15,9 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections.abc import Sequence
 
+import uvicorn
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
@@ -63,9 +65,11 @@ async def serve(
     role: str,
     dev: bool,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    also: Sequence[uvicorn.Server] = (),
 ) -> None:
     """Serve one role until SIGTERM/SIGINT. Workers (role worker|all) stop first: no new claims,
-    in-flight attempts finish within `grace_seconds`, the rest are released."""
+    in-flight attempts finish within `grace_seconds`, the rest are released. `also`: more
+    servers stopped with this one (the embedded process's notification API)."""
     if dev:
         await container.migrate()
     registry = CollectorRegistry()
@@ -75,12 +79,25 @@ async def serve(
         else None
     )
     app = (
-        app_from_container(container, wake=runtime.wake if runtime else None, registry=registry)
+        app_from_container(
+            container,
+            wake=runtime.wake if runtime else None,
+            registry=registry,
+            watchdog=runtime.watchdog if runtime else None,
+        )
         if role in ("api", "all")
         else None
     )
     try:
-        await serve_role(runtime, host=host, port=port, app=app, grace_seconds=grace_seconds)
+        await serve_role(
+            runtime,
+            host=host,
+            port=port,
+            app=app,
+            grace_seconds=grace_seconds,
+            limits=container.settings.http_limits(),
+            also=also,
+        )
     finally:
         await container.aclose()
 

@@ -19,7 +19,8 @@ Claim-time checks (the planner cannot know them when it plans ahead): a run of a
 schedule is skipped `schedule_deleted`; a planned run of a paused schedule `schedule_paused`
 (manual runs and replays of a paused schedule are delivered: a tenant asked for them); a tenant
 suspended at scheduled_for (for a retry: now) `tenant_suspended`; overlap_policy skip with an
-earlier unfinished run `overlap`.
+earlier unfinished run `overlap`. A run whose lease expired `max_lease_expiries` times (its
+lost attempts, counted by the claim) fails `worker_lost` instead of being attempted again.
 """
 
 from __future__ import annotations
@@ -31,9 +32,14 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.ids import new_id
 from scheduler.domain.policies import OverlapPolicy
-from scheduler.domain.run import AttemptOutcome, Run, SkipReason, Trigger
+from scheduler.domain.run import (
+    DEFAULT_MAX_LEASE_EXPIRIES,
+    AttemptOutcome,
+    Run,
+    SkipReason,
+    Trigger,
+)
 from scheduler.service_layer.run_ports import (
     ActionPerformer,
     DeliverySpec,
@@ -42,8 +48,9 @@ from scheduler.service_layer.run_ports import (
 )
 from scheduler.service_layer.settle import Completion, settle_completions
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.ids import new_id
 from servicekit.pipeline import Lease, LeasedPipeline, LeasedWorker, PipelineSettings
-from webhookdeliver import BackoffPolicy
+from webhookdeliver import BackoffPolicy, endpoint_key
 
 log = logging.getLogger("scheduler.dispatcher")
 Clock = Callable[[], datetime]
@@ -62,6 +69,8 @@ class DispatchObserver(Protocol):
 
     def settled(self, count: int, lost: int) -> None: ...
 
+    def breaker_tripped(self, tenant_id: str) -> None: ...
+
 
 class _NoMetrics:
     def first_attempt_lag(self, seconds: float) -> None:
@@ -71,6 +80,9 @@ class _NoMetrics:
         return None
 
     def settled(self, count: int, lost: int) -> None:
+        return None
+
+    def breaker_tripped(self, tenant_id: str) -> None:
         return None
 
 
@@ -116,8 +128,10 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
         tenants: TenantStatus | None = None,
         observer: DispatchObserver | None = None,
         rng: random.Random | None = None,
+        max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
     ) -> None:
         self.uows = uows
+        self.max_lease_expiries = max_lease_expiries
         self.performer = performer
         self.clock = clock
         self.settings = settings or DispatchSettings()
@@ -158,11 +172,23 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
                 and spec.overlap_policy is OverlapPolicy.SKIP
             ]
             overlapped = await tx.earlier_unfinished(candidates)
+            # A retried run's earlier attempts are only in delivery_attempts: their time goes
+            # into its terminal event's delivery_ms (one query, only when retries were claimed).
+            retried = [r for r in claimed if r.attempt_count]
+            earlier = await tx.delivery_ms_of([r.id for r in retried]) if retried else {}
             await uow.commit()
+        for run in retried:
+            run.delivery_ms = earlier.get(run.id, 0)
         keys: dict[str, str] = {}  # schedule id -> endpoint key, computed once per claim
         leases: list[RunLease] = []
         for run in tenant_round_robin(claimed):
             spec = specs.get(run.schedule_id)
+            if spec is not None and spec.target is not None:
+                run.endpoint = endpoint_key(spec.target.url)  # for the run's terminal event
+            if run.lease_expiries >= self.max_lease_expiries:
+                run.fail_lost(owner, now)
+                leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
+                continue
             reason = self._skip_reason(run, spec, overlapped, now)
             if reason is not None or spec is None:
                 run.skip(reason or SkipReason.SCHEDULE_DELETED, now, owner=owner)
@@ -206,7 +232,8 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
         """Runs inside the run's slots (the pipeline holds them)."""
         start = self.clock()
         if run.attempt_count == 0 and run.trigger is Trigger.SCHEDULE:
-            self.observer.first_attempt_lag((start - run.scheduled_for).total_seconds())
+            # From due_at: a jittered run is not late for starting after its occurrence.
+            self.observer.first_attempt_lag((start - run.due).total_seconds())
         try:
             result = await self.performer.perform(run, spec, run.attempt_count + 1)
         except Exception as exc:  # a bug in a performer must not lose the run
@@ -224,6 +251,10 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
 
     async def write(self, completions: Sequence[Completion]) -> list[str]:
         report = await settle_completions(self.uows, completions, self.clock())
+        if report.paused:
+            tenant_of = {c.run.schedule_id: c.run.tenant_id for c in completions}
+            for schedule_id in report.paused:
+                self.observer.breaker_tripped(tenant_of[schedule_id])
         return report.lost
 
     async def extend(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
@@ -260,7 +291,8 @@ def tenant_round_robin(claimed: Sequence[Run]) -> list[Run]:
 
 
 def _due_order(run: Run) -> tuple[datetime, str]:
-    return (run.next_attempt_at or run.scheduled_for, run.id)
+    # Not next_attempt_at: a claimed run's holds its claim time (domain/run.py).
+    return (run.scheduled_for, run.id)
 
 
 def _outcome_label(outcome: AttemptOutcome) -> str:

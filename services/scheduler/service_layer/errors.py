@@ -52,6 +52,18 @@ class QuotaExceeded(ServiceError):
         self.current = current
 
 
+class ScheduleIsCompleted(ServiceError):
+    """The schedule can never fire again (its bounds, max_runs or one-shot passed): resume and
+    pause do not apply; a PATCH of its timing fields can make occurrences possible again."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            "the schedule is completed: no occurrence is left within its timing "
+            "(end_at, max_runs or run_at passed); PATCH its timing fields to make it active again"
+        )
+        self.schedule_id = schedule_id
+
+
 class DuplicateKey(ServiceError):
     """Raised by repositories when a unique key is violated at commit (a concurrent twin won)."""
 

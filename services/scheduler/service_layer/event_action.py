@@ -30,9 +30,9 @@ from typing import Any
 
 from eventbus import EnvelopeError, Message, Publisher, PublishError, encode, envelope
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from scheduler.domain.ids import is_id, stable_id
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionResult, DeliverySpec
+from servicekit.ids import is_id, stable_id
 from webhookdeliver import bound_error_message
 
 SCHEDULE_TRIGGERED = "schedule.triggered"

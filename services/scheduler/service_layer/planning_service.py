@@ -7,6 +7,11 @@ together. A crash before commit plans nothing; after commit, everything. `more_d
 with more occurrences than one pass materialises, or a full batch) makes the caller plan again
 at once.
 
+Timing (DESIGN.md §7a): occurrences come from the schedule's CompiledTiming (bounds, one-shot,
+DST policy), `max_runs` through PlanState.runs_left, and each pending run's `due_at` carries the
+schedule's jitter. A schedule left with no occurrence is completed in the same transaction
+(`Schedule.complete`, event `schedule.completed`).
+
 With a tenant projection (`tenants`), suspended tenants' occurrences are skipped and each
 tenant's `max_runs_per_day` budget (its non-skipped runs in the UTC day, counted in the same
 transaction) turns pending runs beyond it into `skipped` (`quota`).
@@ -19,7 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
-from scheduler.domain.occurrences import Recurrence
 from scheduler.domain.planning import (
     DEFAULT_LOOKAHEAD,
     DEFAULT_MAX_PER_PASS,
@@ -31,7 +35,13 @@ from scheduler.domain.planning import (
 from scheduler.domain.policies import OverlapPolicy
 from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.tenant import quota_day, runs_remaining
-from scheduler.service_layer.run_ports import NeverSuspended, RunRepository, TenantStatus
+from scheduler.domain.timing import CompiledTiming, Timing
+from scheduler.service_layer.run_ports import (
+    NeverSuspended,
+    PlanUpdate,
+    RunRepository,
+    TenantStatus,
+)
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 
 Clock = Callable[[], datetime]
@@ -40,8 +50,8 @@ RECURRENCE_CACHE = 4096  # parsed expressions kept: parse once per schedule, nev
 
 
 @lru_cache(maxsize=RECURRENCE_CACHE)
-def recurrence_of(cron: str, timezone: str) -> Recurrence:
-    return Recurrence.parse(cron, timezone)
+def timing_of(timing: Timing) -> CompiledTiming:
+    return timing.compile()
 
 
 def _suspended(tenants: TenantStatus, tenant_id: str, instant: datetime) -> bool:
@@ -91,20 +101,21 @@ async def plan_due(
             else None
         )
         new_runs: list[Run] = []
-        updates: list[tuple[str, datetime | None]] = []
+        updates: list[PlanUpdate] = []
+        completed: list[str] = []
         more_due = len(due) >= cfg.batch
         for s in due:
             try:
-                recurrence = recurrence_of(s.cron, s.timezone)
+                timing = timing_of(s.timing())
             except ValueError:
                 # A stored expression the engine now refuses: stop planning it (no runs),
                 # rather than failing every pass for every tenant.
-                updates.append((s.id, None))
+                updates.append(PlanUpdate(s.id, None))
                 continue
             plan = partial(
                 plan_occurrences,
                 now=now,
-                next_after=recurrence.next_after,
+                next_after=timing.next_after,
                 misfire_grace=cfg.misfire_grace,
                 tenant_suspended_at=partial(_suspended, tenant_status, s.tenant_id),
             )
@@ -113,22 +124,39 @@ async def plan_due(
                 misfire_policy=s.misfire_policy,
                 overlap_policy=s.overlap_policy,
                 previous_run_unfinished=s.id in unfinished,
+                runs_left=None if s.max_runs is None else s.max_runs - s.planned_runs,
             )
             if budgets is None:
                 decision = plan(state, lookahead=cfg.lookahead, max_per_pass=cfg.max_per_pass)
             else:
                 decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
             for occurrence in decision.occurrences:
-                payload = s.payload if occurrence.status is RunStatus.PENDING else None
+                to_send = occurrence.status is RunStatus.PENDING
                 new_runs.append(
                     occurrence.to_run(
-                        tenant_id=s.tenant_id, schedule_id=s.id, now=now, payload=payload
+                        tenant_id=s.tenant_id,
+                        schedule_id=s.id,
+                        now=now,
+                        payload=s.payload if to_send else None,
+                        due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
                     )
                 )
-            updates.append((s.id, decision.next_run_at))
+            updates.append(PlanUpdate(s.id, decision.next_run_at, len(decision.occurrences)))
+            if decision.next_run_at is None:
+                completed.append(s.id)
             more_due = more_due or decision.more_due
         inserted = await tx.insert_runs(new_runs)
         await tx.set_next_run_at(updates)
+        # Rare (bounds, max_runs or a one-shot reached): the aggregate records schedule.completed.
+        for schedule in (await uow.schedules.lock(completed)).values():
+            schedule.complete(now)
+            await uow.schedules.save(schedule)
+        # Runs skipped at plan time record schedule.run.skipped; it goes out with their rows.
+        # (A duplicate occurrence cannot reach here: its schedule is locked for this pass.)
+        for run in new_runs:
+            for event in run.events:
+                uow.add_event(event)
+            run.events.clear()
         await uow.commit()
     pending = [r.scheduled_for for r in new_runs if r.status is RunStatus.PENDING]
     return PlanningReport(len(due), inserted, min(pending) if pending else None, more_due)
@@ -193,6 +221,9 @@ class _DailyBudgets:
                 misfire_policy=state.misfire_policy,
                 overlap_policy=state.overlap_policy,
                 previous_run_unfinished=state.previous_run_unfinished or first.pending_count > 0,
+                runs_left=None
+                if state.runs_left is None
+                else state.runs_left - len(first.occurrences),
             ),
             lookahead=cfg.lookahead,
             max_per_pass=room,

@@ -23,9 +23,8 @@ from typing import Any, Required, TypedDict, Unpack
 
 from scheduler.domain.alerts import TEMPLATE_QUOTA_PAUSED, alert_request
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.ids import stable_id
 from scheduler.domain.occurrences import Recurrence
-from scheduler.domain.policies import ScheduleState
+from scheduler.domain.policies import DstPolicy, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import (
     DEFAULT_ENTITLEMENTS,
@@ -43,6 +42,7 @@ from scheduler.domain.tenant import (
 from scheduler.service_layer.errors import QuotaExceeded, TenantSuspended
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.unit_of_work import ListFilter, UnitOfWork
+from servicekit.ids import stable_id
 
 MAX_ALERT_SCHEDULES = 50  # schedules named in one alert; the count says how many in all
 LIST_PAGE = 500  # schedules read per query when a downgrade checks a tenant
@@ -91,9 +91,11 @@ async def _live_schedules(uow: UnitOfWork, tenant_id: str) -> list[Schedule]:
 
 
 @lru_cache(maxsize=RECURRENCE_CACHE)
-def _min_interval(cron: str, timezone: str) -> int | None:
+def _min_interval(cron: str | None, timezone: str, dst_policy: DstPolicy) -> int | None:
+    if cron is None:
+        return None  # a one-shot has no gap
     try:
-        return Recurrence.parse(cron, timezone).min_interval_seconds()
+        return Recurrence.parse(cron, timezone, dst_policy).min_interval_seconds()
     except ValueError:
         return None  # a stored expression the engine now refuses is not planned anyway
 
@@ -101,7 +103,7 @@ def _min_interval(cron: str, timezone: str) -> int | None:
 def _usage(schedule: Schedule, ent: Entitlements) -> ScheduleUsage:
     interval = None
     if ent.min_interval_seconds > ENGINE_MIN_INTERVAL_SECONDS:
-        interval = _min_interval(schedule.cron, schedule.timezone)
+        interval = _min_interval(schedule.cron, schedule.timezone, schedule.dst_policy)
     return ScheduleUsage(
         schedule_id=schedule.id,
         created_at=schedule.created_at,
@@ -172,11 +174,14 @@ def check_definition(
 ) -> None:
     """min_interval_seconds (from the engine, never by parsing strings; over the horizon from
     `since`) and max_payload_bytes. Pass the parsed `recurrence`, or `cron` and `timezone`. The
-    engine's gap is only computed (tens of ms) when the limit is above its 60 s floor."""
+    engine's gap is only computed (tens of ms) when the limit is above its 60 s floor. A one-shot
+    (no recurrence and no cron) has no gap to check."""
     _raise(check_payload_bytes(ent, payload_bytes(payload)))
     if ent.min_interval_seconds > ENGINE_MIN_INTERVAL_SECONDS:
         if recurrence is None:
-            if cron is None or timezone is None:
+            if cron is None:
+                return
+            if timezone is None:
                 raise TypeError("check_definition needs a recurrence, or cron and timezone")
             recurrence = Recurrence.parse(cron, timezone)
         _raise(check_min_interval(ent, recurrence.min_interval_seconds(since=since)))

@@ -12,7 +12,9 @@ Contract every implementation keeps:
   SKIP LOCKED; SQLite: one writer).
 - `acquire_due_runs` moves up to `limit` claimable runs to in_progress under `owner` until
   `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); a pending run
-  has next_attempt_at = scheduled_for, so it is never acquired early.
+  has next_attempt_at = scheduled_for, so it is never acquired early. A run taken over after its
+  lease expired comes back with its lost attempt counted in `attempt_count` and recorded
+  (`error_kind` worker_lost), in the same transaction (domain/run.py, "Lost attempts").
 - `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
   events) only while its run is still in_progress under the completion's owner; the others are
   dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one
@@ -26,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
-from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus
+from scheduler.domain.policies import Action, DstPolicy, MisfirePolicy, OverlapPolicy, RetryPolicy
+from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus, Trigger
 from scheduler.domain.schedule import Target
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
+from scheduler.domain.timing import Timing
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,41 @@ class ScheduleToPlan:
 
     id: str
     tenant_id: str
-    cron: str
+    cron: str | None
     timezone: str
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     next_run_at: datetime
     payload: Any
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    run_at: datetime | None = None
+    jitter_seconds: int = 0
+    planned_runs: int = 0
+
+    def timing(self) -> Timing:
+        return Timing(
+            timezone=self.timezone,
+            cron=self.cron,
+            run_at=self.run_at,
+            dst_policy=self.dst_policy,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            max_runs=self.max_runs,
+            jitter_seconds=self.jitter_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class PlanUpdate:
+    """What one pass changes on a planned schedule: its next_run_at and how many occurrences it
+    planned (added to planned_runs)."""
+
+    schedule_id: str
+    next_run_at: datetime | None
+    planned: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,6 +102,8 @@ class RunPageFilter:
     status: RunStatus | None = None
     scheduled_from: datetime | None = None
     scheduled_to: datetime | None = None
+    trigger: Trigger | None = None
+    schedule_id: str | None = None  # the tenant-wide list only; the per-schedule list has its own
 
 
 @dataclass
@@ -101,7 +135,7 @@ class RunRepository(Protocol):
         """Insert; planned duplicates are ignored. Returns how many rows were new."""
         ...
 
-    async def set_next_run_at(self, updates: Sequence[tuple[str, datetime | None]]) -> None: ...
+    async def set_next_run_at(self, updates: Sequence[PlanUpdate]) -> None: ...
 
     async def next_schedule_due_at(self) -> datetime | None:
         """The earliest next_run_at of an active, live schedule."""
@@ -146,6 +180,10 @@ class RunRepository(Protocol):
 
     async def count_due(self, now: datetime) -> int: ...
 
+    async def delivery_ms_of(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The stored attempts' durations summed per run (runs without attempts are absent)."""
+        ...
+
     # ---- API -----------------------------------------------------------------------------
     async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None: ...
 
@@ -161,7 +199,35 @@ class RunRepository(Protocol):
         """Newest first by (scheduled_for, id), strictly before `before`."""
         ...
 
+    async def list_tenant_runs(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None,
+        filters: RunPageFilter,
+    ) -> list[Run]:
+        """The tenant's runs of live (not deleted) schedules, newest first like `list_runs`."""
+        ...
+
     async def attempts_of(self, run_id: str) -> list[Attempt]: ...
+
+    async def count_runs_by_bucket(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        *,
+        start: datetime,
+        end: datetime,
+        bucket: Literal["hour", "day"],
+    ) -> list[tuple[str, str, int]]:
+        """(UTC bucket key `YYYY-MM-DD` or `YYYY-MM-DDTHH`, status, count) of the schedule's runs
+        with start <= scheduled_for < end: one GROUP BY over ix_runs_schedule_history."""
+        ...
+
+    async def last_run(self, tenant_id: str, schedule_id: str) -> Run | None:
+        """The schedule's newest run by (scheduled_for, id)."""
+        ...
 
 
 class TenantStatus(Protocol):

@@ -109,16 +109,42 @@ async def list_runs(
     filters: RunPageFilter,
 ) -> RunPage:
     """Newest first by (scheduled_for, id); the cursor is the last item's key."""
-    start, end = filters.scheduled_from, filters.scheduled_to
-    if start is not None and end is not None and start > end:
-        raise InvalidInput("from", "must not be after 'to'")
-    before = decode_cursor(cursor) if cursor else None
+    before = _page_start(cursor, filters)
     async with uows() as uow:
         if await uow.schedules.get(tenant_id, schedule_id) is None:
             raise NotFound("schedule", schedule_id)
         rows = await uow.runs.list_runs(
             tenant_id, schedule_id, limit=limit + 1, before=before, filters=filters
         )
+    return _page(rows, limit)
+
+
+async def list_tenant_runs(
+    uows: UnitOfWorkFactory,
+    *,
+    tenant_id: str,
+    limit: int,
+    cursor: str | None,
+    filters: RunPageFilter,
+) -> RunPage:
+    """The tenant's runs across its live schedules (`GET /v1/schedules/-/runs`), ordered and
+    paged like one schedule's; `filters.schedule_id` narrows it (an unknown id: an empty page)."""
+    before = _page_start(cursor, filters)
+    async with uows() as uow:
+        rows = await uow.runs.list_tenant_runs(
+            tenant_id, limit=limit + 1, before=before, filters=filters
+        )
+    return _page(rows, limit)
+
+
+def _page_start(cursor: str | None, filters: RunPageFilter) -> tuple[datetime, str] | None:
+    start, end = filters.scheduled_from, filters.scheduled_to
+    if start is not None and end is not None and start > end:
+        raise InvalidInput("from", "must not be after 'to'")
+    return decode_cursor(cursor) if cursor else None
+
+
+def _page(rows: list[Run], limit: int) -> RunPage:
     items = rows[:limit]
     more = len(rows) > limit
     next_cursor = encode_cursor(items[-1].scheduled_for, items[-1].id) if more and items else None

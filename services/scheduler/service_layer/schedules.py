@@ -9,19 +9,30 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.domain.expression import InvalidScheduleExpression
-from scheduler.domain.ids import new_id
-from scheduler.domain.occurrences import Recurrence
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
+    DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
     ScheduleState,
 )
-from scheduler.domain.schedule import Schedule, ScheduleDeleted, Target
-from scheduler.domain.tenant import Entitlements
+from scheduler.domain.schedule import (
+    TIMING_FIELDS,
+    Schedule,
+    ScheduleDeleted,
+    Target,
+)
+from scheduler.domain.tenant import Entitlements, check_schedule_count
+from scheduler.domain.timing import (
+    AnnotatedOccurrence,
+    CompiledTiming,
+    InvalidTiming,
+    Timing,
+    annotated_occurrences,
+    check_timing,
+)
 from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import (
     DuplicateKey,
@@ -29,16 +40,21 @@ from scheduler.service_layer.errors import (
     InvalidInput,
     NotFound,
     QuotaExceeded,
+    ScheduleIsCompleted,
     VersionMismatch,
 )
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.quota import check_definition, check_resume
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
+from servicekit.ids import new_id
 
 Clock = Callable[[], datetime]
 SecretFactory = Callable[[], str]
 
 MAX_OCCURRENCES_PREVIEW = 100
+# A stateless preview has no schedule id yet: its due_at shows the jitter of this stand-in id,
+# so the offset is an example (the stored schedule's own id decides the real one).
+PREVIEW_SCHEDULE_ID = "sch_preview"
 
 
 LimitsProvider = Callable[[str], Entitlements]
@@ -50,7 +66,7 @@ class ScheduleSpec:
     """A complete, shape-valid schedule definition (the API builds it from the request body)."""
 
     name: str
-    cron: str
+    cron: str | None
     timezone: str
     action: Action
     target: Target | None
@@ -59,6 +75,25 @@ class ScheduleSpec:
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+    description: str | None = None
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    run_at: datetime | None = None
+    jitter_seconds: int = 0
+
+    def timing(self) -> Timing:
+        return Timing(
+            timezone=self.timezone,
+            cron=self.cron,
+            run_at=self.run_at,
+            dst_policy=self.dst_policy,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            max_runs=self.max_runs,
+            jitter_seconds=self.jitter_seconds,
+        )
 
 
 @dataclass(frozen=True)
@@ -80,15 +115,25 @@ def request_hash(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def parse_recurrence(cron: str, timezone: str) -> Recurrence:
+def validate_timing(
+    timing: Timing, now: datetime, *, planned_runs: int = 0, new: bool = True
+) -> CompiledTiming:
+    """check_timing with its errors as InvalidInput naming the field (the API's 422)."""
     try:
-        return Recurrence.parse(cron, timezone)
-    except InvalidScheduleExpression as exc:
-        raise InvalidInput("timezone" if exc.field == "timezone" else "cron", str(exc)) from None
+        return check_timing(timing, now, planned_runs=planned_runs, new=new)
+    except InvalidTiming as exc:
+        raise InvalidInput(exc.field, exc.reason) from None
+
+
+def compile_timing(timing: Timing) -> CompiledTiming:
+    try:
+        return timing.compile()
+    except InvalidTiming as exc:
+        raise InvalidInput(exc.field, exc.reason) from None
 
 
 def _check_rules(
-    spec: ScheduleSpec, recurrence: Recurrence, limits: Entitlements, now: datetime
+    spec: ScheduleSpec, timing: CompiledTiming, limits: Entitlements, now: datetime
 ) -> None:
     """Cross-field and policy rules the request shape cannot express."""
     if spec.action is Action.WEBHOOK and spec.target is None:
@@ -99,7 +144,7 @@ def _check_rules(
         raise InvalidInput(f"retry_policy.{name}", reason)
     for name, reason in spec.breaker.problems():
         raise InvalidInput(f"breaker.{name}", reason)
-    check_definition(limits, recurrence=recurrence, payload=spec.payload, since=now)
+    check_definition(limits, recurrence=timing.recurrence, payload=spec.payload, since=now)
 
 
 def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
@@ -114,6 +159,13 @@ def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
         "misfire_policy": spec.misfire_policy,
         "overlap_policy": spec.overlap_policy,
         "breaker": spec.breaker,
+        "description": spec.description,
+        "dst_policy": spec.dst_policy,
+        "start_at": spec.start_at,
+        "end_at": spec.end_at,
+        "max_runs": spec.max_runs,
+        "run_at": spec.run_at,
+        "jitter_seconds": spec.jitter_seconds,
     }
 
 
@@ -129,6 +181,13 @@ def _spec_of(schedule: Schedule) -> ScheduleSpec:
         misfire_policy=schedule.misfire_policy,
         overlap_policy=schedule.overlap_policy,
         breaker=schedule.breaker,
+        description=schedule.description,
+        dst_policy=schedule.dst_policy,
+        start_at=schedule.start_at,
+        end_at=schedule.end_at,
+        max_runs=schedule.max_runs,
+        run_at=schedule.run_at,
+        jitter_seconds=schedule.jitter_seconds,
     )
 
 
@@ -146,14 +205,15 @@ async def create_schedule(
     """Create a schedule. With an Idempotency-Key: the same key and body return the first result
     (`replayed=True`, same secret: the client may have lost the first response); the same key
     with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
-    recurrence = parse_recurrence(spec.cron, spec.timezone)
-    _check_rules(spec, recurrence, limits, clock())
+    now = clock()
+    timing = validate_timing(spec.timing(), now)
+    _check_rules(spec, timing, limits, now)
     for attempt in range(2):
         try:
             return await _create_once(
                 uow,
                 spec,
-                recurrence,
+                timing,
                 tenant_id,
                 clock,
                 new_secret,
@@ -170,7 +230,7 @@ async def create_schedule(
 async def _create_once(
     uow: UnitOfWork,
     spec: ScheduleSpec,
-    recurrence: Recurrence,
+    timing: CompiledTiming,
     tenant_id: str,
     clock: Clock,
     new_secret: SecretFactory,
@@ -196,7 +256,7 @@ async def _create_once(
         schedule = Schedule.create(
             id=new_id("sch", at=now),
             tenant_id=tenant_id,
-            next_run_at=recurrence.next_after(now),
+            next_run_at=timing.first_after(now),
             now=now,
             **_spec_fields(spec),
         )
@@ -249,18 +309,29 @@ async def update_schedule(
     clock: Clock,
     limits: Entitlements,
 ) -> Schedule:
-    """Partial update. A cron/timezone change recomputes next_run_at from now."""
+    """Partial update. A timing change (TIMING_FIELDS) is validated as create validates it and
+    recomputes next_run_at from now; on a completed schedule it makes it active again when an
+    occurrence is left (then it counts toward max_schedules again)."""
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         _check_version(schedule, expected_version)
         spec = ScheduleSpec(**{**_spec_fields(_spec_of(schedule)), **changes})
-        recurrence = parse_recurrence(spec.cron, spec.timezone)
         now = clock()
-        _check_rules(spec, recurrence, limits, now)
-        # Only a new cron/zone moves the plan position; otherwise keep it, so an occurrence the
+        retimed = bool(TIMING_FIELDS & set(changes))
+        timing = validate_timing(
+            spec.timing(), now, planned_runs=schedule.planned_runs, new=retimed
+        )
+        _check_rules(spec, timing, limits, now)
+        # Only a new timing moves the plan position; otherwise keep it, so an occurrence the
         # planner has not reached yet is not skipped by an unrelated edit.
-        if "cron" in changes or "timezone" in changes:
-            next_run_at = recurrence.next_after(now)
+        if retimed:
+            next_run_at = timing.first_after(now, schedule.planned_runs)
+            if schedule.state is ScheduleState.COMPLETED and next_run_at is not None:
+                # Active again, it counts toward max_schedules again.
+                live = await uow.schedules.count_live(tenant_id)
+                violation = check_schedule_count(limits, live + 1)
+                if violation is not None:
+                    raise QuotaExceeded(violation.key, violation.limit, violation.current)
         else:
             next_run_at = schedule.next_run_at
         schedule.update(changes, next_run_at=next_run_at, now=now)
@@ -281,6 +352,8 @@ async def pause_schedule(
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         _check_version(schedule, expected_version)
+        if schedule.state is ScheduleState.COMPLETED:
+            raise ScheduleIsCompleted(schedule.id)
         await pause(uow, schedule, reason, clock())
         await uow.commit()
         return schedule
@@ -300,18 +373,20 @@ async def resume_schedule(
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         _check_version(schedule, expected_version)
+        if schedule.state is ScheduleState.COMPLETED:
+            raise ScheduleIsCompleted(schedule.id)
         if schedule.state is ScheduleState.PAUSED:
             now = clock()
-            recurrence = parse_recurrence(schedule.cron, schedule.timezone)
+            timing = compile_timing(schedule.timing())
             if limits is not None:
                 check_resume(
                     limits,
                     live_count=await uow.schedules.count_live(tenant_id),
-                    recurrence=recurrence,
+                    recurrence=timing.recurrence,
                     payload=schedule.payload,
                     since=now,
                 )
-            schedule.resume(recurrence.next_after(now), now)
+            schedule.resume(timing.first_after(now, schedule.planned_runs), now)
             await uow.schedules.save(schedule)
             await uow.commit()
         return schedule
@@ -351,22 +426,45 @@ async def rotate_secret(
         return schedule, secret
 
 
-async def preview_occurrences(
-    uow: UnitOfWork, *, tenant_id: str, schedule_id: str, count: int, clock: Clock
-) -> list[datetime]:
-    """The next `count` occurrences after now (after next_run_at's predecessor would need the
-    planner; "after now" is what a tenant means by "next")."""
+def _check_count(count: int) -> None:
     if not 1 <= count <= MAX_OCCURRENCES_PREVIEW:
         raise InvalidInput("count", f"must be between 1 and {MAX_OCCURRENCES_PREVIEW}")
+
+
+async def preview_occurrences(
+    uow: UnitOfWork, *, tenant_id: str, schedule_id: str, count: int, clock: Clock
+) -> tuple[Schedule, list[AnnotatedOccurrence]]:
+    """The next `count` occurrences after now, annotated (DESIGN.md §7a), within the bounds and
+    the runs max_runs still allows; none for a paused or completed schedule's past ("after
+    next_run_at's predecessor" would need the planner; "after now" is what a tenant means)."""
+    _check_count(count)
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
-    recurrence = parse_recurrence(schedule.cron, schedule.timezone)
-    out: list[datetime] = []
-    for when in recurrence.iter_after(clock()):
-        out.append(when)
-        if len(out) >= count:
-            break
-    return out
+    timing = compile_timing(schedule.timing())
+    items = annotated_occurrences(
+        timing,
+        schedule_id=schedule.id,
+        after=clock(),
+        count=count,
+        planned_runs=schedule.planned_runs,
+    )
+    return schedule, items
+
+
+def preview_timing(
+    timing: Timing, *, after: datetime | None, count: int, clock: Clock
+) -> list[AnnotatedOccurrence]:
+    """The stateless preview (`POST /v1/schedules/preview`): validated exactly as create
+    validates the same fields, stores nothing."""
+    _check_count(count)
+    now = clock()
+    compiled = validate_timing(timing, now)
+    return annotated_occurrences(
+        compiled,
+        schedule_id=PREVIEW_SCHEDULE_ID,
+        after=now if after is None else after,
+        count=count,
+    )
 
 
 async def _load(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
@@ -410,6 +508,7 @@ __all__ = [
     "list_schedules",
     "pause_schedule",
     "preview_occurrences",
+    "preview_timing",
     "request_hash",
     "resume_schedule",
     "rotate_secret",

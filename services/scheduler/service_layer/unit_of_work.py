@@ -93,7 +93,7 @@ class ScheduleRepository(abc.ABC):
 
     @abc.abstractmethod
     async def count_live(self, tenant_id: str) -> int:
-        """Non-deleted schedules of the tenant (what max_schedules counts)."""
+        """Non-deleted, not completed schedules of the tenant (what max_schedules counts)."""
 
     @abc.abstractmethod
     async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:

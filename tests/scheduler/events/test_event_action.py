@@ -11,7 +11,6 @@ import pytest
 
 from eventbus import InProcessBus, Message, PublishError, Record, decode
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from scheduler.domain.ids import is_id, new_id, stable_id
 from scheduler.domain.run import Run
 from scheduler.service_layer.event_action import (
     PublishingEventAction,
@@ -19,6 +18,7 @@ from scheduler.service_layer.event_action import (
     perform_event_action,
     triggered_event_id,
 )
+from servicekit.ids import is_id, new_id, stable_id
 from tests.support.kafka import TansuBroker, create_topics, read_exactly, tansu_publisher
 from webhookdeliver import MAX_ERROR_MESSAGE_CHARS
 
@@ -101,10 +101,10 @@ async def test_acknowledged_event_succeeds_with_the_envelope_and_a_stable_id() -
         "id": triggered_event_id(run_id),
         "type": "schedule.triggered",
         "tenant_id": "tenant-a",
-        "time": "2026-03-08T07:00:00.250000+00:00",
+        "time": "2026-03-08T07:00:00.250000Z",
         "schedule_id": "sch_01J9ZK3T1V6Q7W8X9Y0Z1A2B3C",
         "run_id": run_id,
-        "scheduled_for": "2026-03-08T07:00:00+00:00",
+        "scheduled_for": "2026-03-08T07:00:00Z",
         "data": {"report": "daily"},
     }
     assert [r.key for r in records] == ["sch_01J9ZK3T1V6Q7W8X9Y0Z1A2B3C"] * 2

@@ -1,5 +1,6 @@
 """Fixtures for the run tests: a migrated database (SQLite and PostgreSQL), a container with a
-settable clock, its unit-of-work factory, a loopback receiver and a schedule factory."""
+settable clock, its unit-of-work factory, an ASGI client of its API, a loopback receiver and a
+schedule factory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from asgi_lifespan import LifespanManager
 from pydantic import SecretStr
 
 import webhookdeliver as wd
@@ -25,6 +28,8 @@ from scheduler.domain.policies import (
 )
 from scheduler.domain.schedule import Schedule, Target
 from scheduler.domain.tenant import Entitlements
+from scheduler.entrypoints.api.app import app_from_container
+from scheduler.entrypoints.api.runs import install_runs
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, T0, ManualClock
@@ -86,6 +91,19 @@ async def container(database_url: str, mclock: ManualClock) -> AsyncIterator[Con
 @pytest.fixture
 def uows(container: Container) -> SqlUnitOfWorkFactory:
     return container.uow_factory
+
+
+@pytest.fixture
+async def client(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = app_from_container(container)
+    if not any(getattr(r, "path", "").endswith("/trigger") for r in app.routes):
+        install_runs(app, uows, container.clock)  # until app.py mounts the runs router itself
+    async with LifespanManager(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://scheduler.test") as c:
+            yield c
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
     /flaky/N       500 for the first N attempts of each X-Webhook-Id, then 200
     /fail          500 always
     /hang          never answers (until the client times out)
+    /hang-first    the first attempt of each X-Webhook-Id never answers, later ones 200
     /redirect      302 to /ok (a follower would be seen at /ok)
     /throttle/S    429 with Retry-After: S on the first attempt, then 200
     /slow/MS       sleeps MS milliseconds, then 200
@@ -72,9 +73,11 @@ class Receiver:
             return web.Response(status=500, text="always failing")
         if kind == "big":  # `arg` three-byte characters: a 1 KiB cut falls mid-character
             return web.Response(status=500, text="€" * int(arg))
-        if kind == "hang":
+        if kind == "hang" or (kind == "hang-first" and n == 1):
             await self.hang_forever.wait()
             return web.Response()
+        if kind == "hang-first":
+            return web.Response(text="ok")
         if kind == "redirect":
             return web.Response(status=302, headers={"Location": "/ok"})
         if kind == "throttle":

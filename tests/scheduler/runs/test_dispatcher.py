@@ -125,6 +125,9 @@ async def test_exhausted_run_fails_and_breaker_pauses_schedule_with_alert(
     assert body["data"]["schedule_name"] == "billing-sync"
     assert body["data"]["runs_path"] == f"/v1/schedules/{s.id}/runs"
     assert "500" in body["data"]["last_error"]
+    # What the alert's wording depends on: how many failed in a row, and how to resume.
+    assert (body["data"]["consecutive_failures"], body["data"]["failure_threshold"]) == (2, 2)
+    assert body["data"]["resume_path"] == f"/v1/schedules/{s.id}/resume"
     # Paused: nothing more is planned.
     mclock.advance(minutes=3)
     assert (await plan_due(uows, now=mclock(), settings=PLAN)).runs_inserted == 0
@@ -290,7 +293,9 @@ async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_drop
     report = await settle_completions(uows, [Completion.of(claimed, "A:1")], mclock())
     assert report.lost == [claimed.id]
     assert (await run_rows(container))[0].status == "succeeded"
-    assert len(await attempt_rows(container, run.id)) == 1
+    # A's attempt is recorded as lost (B counted it when it took the run over), B's as attempt 2.
+    got = [(a.number, a.error_kind) for a in await attempt_rows(container, run.id)]
+    assert got == [(1, "worker_lost"), (2, None)]
     del dead
 
 

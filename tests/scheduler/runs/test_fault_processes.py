@@ -19,7 +19,8 @@ from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.policies import MisfirePolicy
-from scheduler.service_layer.runs import trigger_run
+from scheduler.domain.run import RunStatus
+from scheduler.service_layer.runs import get_run, trigger_run
 from tests.scheduler.runs.conftest import add_schedule, make_container
 from tests.scheduler.runs.processes import WorkerProcess, wait_until
 from tests.scheduler.runs.receiver import Receiver
@@ -160,6 +161,45 @@ async def test_sigkill_mid_flight_then_restart_loses_nothing(
     assert len(counts) >= 3
     assert set(counts.values()) == {1}
     assert set(run_ids) <= set(receiver.attempts_by_id)  # every X-Webhook-Id seen at least once
+
+
+async def test_sigkill_mid_delivery_the_redelivery_is_attempt_two_and_attempt_one_is_lost(
+    real: Container, pg_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    uows = SqlUnitOfWorkFactory(real.engine, real.secret_box)
+    s = await add_schedule(real, receiver.url("/hang-first"), name="hang-first", cron="0 0 1 1 *")
+    run = await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)
+    args = ("--lease", "3")
+    first = await WorkerProcess(pg_url, tmp_path, *args).start()
+    try:
+        await wait_until(
+            lambda: _true(receiver.in_flight[run.id] == 1), 30, "attempt 1 at the receiver"
+        )
+        first.kill()  # mid-delivery: the receiver got the request, no answer was recorded
+        await first.wait()
+        second = await WorkerProcess(pg_url, tmp_path, *args).start()
+        try:
+
+            async def succeeded() -> bool:
+                detail = await get_run(uows, tenant_id="tenant-a", schedule_id=s.id, run_id=run.id)
+                return detail.run.status is RunStatus.SUCCEEDED
+
+            await wait_until(succeeded, 45, "the run redelivered after the lease expired")
+        finally:
+            second.terminate()
+            await second.wait()
+    finally:
+        await first.aclose()
+    seen = [
+        r.headers["X-Attempt"] for r in receiver.requests if r.headers["X-Webhook-Id"] == run.id
+    ]
+    assert seen == ["1", "2"]  # never attempt 1 twice
+    detail = await get_run(uows, tenant_id="tenant-a", schedule_id=s.id, run_id=run.id)
+    assert detail.run.attempt_count == 2
+    got = [(a.number, a.error_kind, a.status_code) for a in detail.attempts]
+    assert got == [(1, "worker_lost", None), (2, None, 200)]
+    lost, redelivered = detail.attempts
+    assert lost.started_at <= redelivered.started_at
 
 
 async def test_sigterm_finishes_in_flight_and_releases_the_rest(

@@ -33,7 +33,7 @@ def test_a_schedule_event_is_the_envelope_byte_for_byte() -> None:
     )
     assert event_payload(event) == (
         '{"id":"evt_1","type":"schedule.paused","tenant_id":"t1",'
-        '"time":"2026-03-08T07:00:00+00:00","schedule_id":"sch_1",'
+        '"time":"2026-03-08T07:00:00Z","schedule_id":"sch_1",'
         '"data":{"name":"nächtlich","paused_reason":null}}'
     )
     row = outbox_row(event)
@@ -68,7 +68,7 @@ def test_a_run_event_carries_run_id_and_scheduled_for_in_utc() -> None:
         data={"attempt_count": 1},
     )
     assert payload.encode() == encode(expected)
-    assert decode(payload.encode())["scheduled_for"] == "2026-03-08T07:00:00+00:00"
+    assert decode(payload.encode())["scheduled_for"] == "2026-03-08T07:00:00Z"
 
 
 async def test_every_writer_stores_the_builders_text(container: Container) -> None:

@@ -204,7 +204,8 @@ def test_pending_run_can_be_skipped(reason: SkipReason) -> None:
     assert run.status is RunStatus.SKIPPED
     assert run.skip_reason is reason
     assert run.finished_at == at(1)
-    assert run.events == []
+    (event,) = run.events
+    assert (event.type, event.data["skip_reason"]) == ("schedule.run.skipped", reason.value)
     assert run.next_attempt_at is None
 
 

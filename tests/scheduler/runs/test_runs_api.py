@@ -3,35 +3,17 @@ attempts in order, replay, dead letters, tenant isolation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime
 
 import httpx
-import pytest
-from asgi_lifespan import LifespanManager
 
 import webhookdeliver as wd
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
-from scheduler.entrypoints.api.app import app_from_container
-from scheduler.entrypoints.api.runs import install_runs
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import make_dispatcher, step
 from tests.scheduler.runs.receiver import Receiver
-
-
-@pytest.fixture
-async def client(
-    container: Container, uows: SqlUnitOfWorkFactory
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = app_from_container(container)
-    if not any(getattr(r, "path", "").endswith("/trigger") for r in app.routes):
-        install_runs(app, uows, container.clock)  # until app.py mounts the runs router itself
-    async with LifespanManager(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://scheduler.test") as c:
-            yield c
 
 
 async def test_trigger_then_history_then_detail_then_replay(
@@ -50,6 +32,7 @@ async def test_trigger_then_history_then_detail_then_replay(
         "id",
         "schedule_id",
         "scheduled_for",
+        "due_at",
         "trigger",
         "status",
         "skip_reason",
@@ -60,6 +43,7 @@ async def test_trigger_then_history_then_detail_then_replay(
     }
     assert (run["trigger"], run["status"], run["attempt_count"]) == ("manual", "pending", 0)
     assert datetime.fromisoformat(run["scheduled_for"]) == mclock()  # RFC 3339, explicit UTC
+    assert run["due_at"] == run["scheduled_for"]  # a manual run has no jitter
 
     d = make_dispatcher(container, uows, deliverer)
     await step(d)  # first attempt: 500

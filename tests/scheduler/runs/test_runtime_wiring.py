@@ -9,12 +9,17 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from pydantic import SecretStr
+
+from authclient import AuthSettings
 from eventbus import Message, decode, encode, envelope
-from scheduler.bootstrap import Container
+from scheduler.bootstrap import Container, bootstrap
 from scheduler.domain.policies import Action
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer import runs as run_svc
-from tests.scheduler.runs.conftest import ManualClock, add_schedule
+from tests.scheduler.conftest import HS256_KEY
+from tests.scheduler.runs.conftest import SECRET, ManualClock, add_schedule, make_settings
 from tests.scheduler.runs.processes import wait_until
 
 WAIT_SECONDS = 15.0
@@ -86,3 +91,21 @@ async def test_event_runs_relay_and_tenant_state_share_the_bus(
         await runtime.stop(grace_seconds=2)
         await asyncio.wait_for(task, WAIT_SECONDS)
         await events.stop()
+
+
+async def test_the_dispatcher_gets_the_configured_lease_expiry_limit(
+    database_url: str, mclock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_MAX_LEASE_EXPIRIES", "3")
+    settings = make_settings(database_url)
+    assert settings.max_lease_expiries == 3
+    c = bootstrap(
+        settings,
+        clock=mclock,
+        auth_settings=AuthSettings(AUTH_HS256_KEY=SecretStr(HS256_KEY)),
+        new_secret=lambda: SECRET,
+    )
+    try:
+        assert WorkerRuntime.from_container(c).dispatcher.max_lease_expiries == 3
+    finally:
+        await c.aclose()

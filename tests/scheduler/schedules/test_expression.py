@@ -33,6 +33,11 @@ ALL_WEEKDAYS = frozenset(range(7))
         ("0 0 * * 5-7", "days_of_week", {5, 6, 0}),
         ("0 0 * * */2", "days_of_week", {0, 2, 4, 6}),
         ("0 0 * * 0-7", "days_of_week", ALL_WEEKDAYS),
+        ("0 0 * * MON-SUN", "days_of_week", ALL_WEEKDAYS),  # a range ending in Sunday: A-7
+        ("0 0 * * 1-0", "days_of_week", ALL_WEEKDAYS),
+        ("0 0 * * sat-sun", "days_of_week", {6, 0}),
+        ("0 0 * * 5-0/2", "days_of_week", {5, 0}),
+        ("0 0 * * 0-0", "days_of_week", {0}),
         ("0 0 1-31/10 * *", "days_of_month", {1, 11, 21, 31}),
     ],
 )
@@ -135,6 +140,9 @@ INVALID = [
     ("5-1 * * * *", "minute", "5-1"),  # no wrap-around
     ("* * * * FRI-MON", "day_of_week", "FRI-MON"),
     ("* * * DEC-JAN *", "month", "DEC-JAN"),
+    ("* * * * SUN-SAT-", "day_of_week", "SUN-SAT-"),
+    ("* * * * 7-1", "day_of_week", "7-1"),  # only Sunday written 0/SUN ends a range as 7
+    ("* * 5-0 * *", "day_of_month", "5-0"),
     ("*/0 * * * *", "minute", "*/0"),
     ("1-5/0 * * * *", "minute", "1-5/0"),
     ("*/ * * * *", "minute", "*/"),

@@ -19,6 +19,8 @@ DESIGN_ROUTES = {
     ("get", "/v1/schedules/{schedule_id}/runs"),
     ("get", "/v1/schedules/{schedule_id}/runs/{run_id}"),
     ("post", "/v1/schedules/{schedule_id}/runs/{run_id}/replay"),
+    ("get", "/v1/schedules/-/runs"),
+    ("post", "/v1/schedules/preview"),
 }
 
 

@@ -39,6 +39,6 @@ async def test_lifecycle_events_in_order(client: httpx.AsyncClient, container: C
     assert {e["schedule_id"] for e in events} == {s["id"]}
     assert {e["tenant_id"] for e in events} == {"tenant-a"}
     assert len({e["id"] for e in events}) == 5
-    # Envelope time is RFC 3339 with an explicit offset; the secret is never in an event.
-    assert all(str(e["time"]).endswith("+00:00") for e in events)
+    # Envelope time is RFC 3339 UTC with `Z` (as every API response); no secret in an event.
+    assert all(str(e["time"]).endswith("Z") for e in events)
     assert s["secret"] not in json.dumps(events)

@@ -142,9 +142,9 @@ async def test_occurrences_preview(client: httpx.AsyncClient) -> None:
     assert r.json() == {
         "timezone": "America/New_York",
         "items": [
-            "2026-03-02T03:00:00-05:00",
-            "2026-03-03T03:00:00-05:00",
-            "2026-03-04T03:00:00-05:00",
+            {"at": "2026-03-02T03:00:00-05:00", "utc": "2026-03-02T08:00:00Z", "dst": None},
+            {"at": "2026-03-03T03:00:00-05:00", "utc": "2026-03-03T08:00:00Z", "dst": None},
+            {"at": "2026-03-04T03:00:00-05:00", "utc": "2026-03-04T08:00:00Z", "dst": None},
         ],
     }
     for bad in (0, 101):

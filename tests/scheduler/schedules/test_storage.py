@@ -133,7 +133,7 @@ async def test_events_go_to_outbox_with_the_change(uow_factory: SqlUnitOfWorkFac
     assert envelope["tenant_id"] == "t1"
     assert envelope["schedule_id"] == "sch_1"
     assert envelope["data"]["paused_reason"] == "maintenance"
-    assert envelope["time"].endswith("+00:00")
+    assert envelope["time"].endswith("Z")  # RFC 3339 UTC, the one timestamp style
     assert envelope["id"].startswith("evt_")
 
 

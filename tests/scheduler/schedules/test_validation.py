@@ -35,6 +35,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("timeout too big", {"target": {"url": T, "timeout_seconds": 61}}, "target.timeout_seconds"),
     ("timeout zero", {"target": {"url": T, "timeout_seconds": 0}}, "target.timeout_seconds"),
     ("reserved header", {"target": {"url": T, "headers": {"X-Signature": "x"}}}, "target.headers"),
+    ("our context header", {"target": {"url": T, "headers": {"x-trigger": "x"}}}, "target.headers"),
     ("host header", {"target": {"url": T, "headers": {"Host": "evil"}}}, "target.headers"),
     ("webhook- header", {"target": {"url": T, "headers": {"webhook-x": "1"}}}, "target.headers"),
     ("CRLF in header", {"target": {"url": T, "headers": {"X-A": "a\r\nB: c"}}}, "target.headers"),
@@ -93,14 +94,18 @@ async def test_patch_refuses_null_and_unknown(client: httpx.AsyncClient) -> None
     assert (await client.get(f"/v1/schedules/{s['id']}", headers=auth())).json()["version"] == 1
 
 
-async def test_malformed_json_is_422_problem(client: httpx.AsyncClient) -> None:
+async def test_malformed_json_is_400_naming_line_and_column(client: httpx.AsyncClient) -> None:
     r = await client.post(
         "/v1/schedules/",
-        content=b"{not json",
+        content=b'{"name": "a",\n  not json',
         headers={**auth(), "Content-Type": "application/json"},
     )
-    assert r.status_code == 422
+    assert r.status_code == 400
     assert r.headers["content-type"] == "application/problem+json"
+    problem = r.json()
+    assert problem["type"].endswith("/invalid-json")
+    assert (problem["line"], problem["column"]) == (2, 3)
+    assert "line 2, column 3" in problem["detail"]
 
 
 async def test_framework_errors_are_problems(client: httpx.AsyncClient) -> None:

@@ -9,14 +9,14 @@ from fastapi import APIRouter, Depends
 from authclient import Principal
 from authclient.fastapi import require
 from notification.bootstrap import Container
-from notification.entrypoints.api.deps import container
+from notification.entrypoints.api.deps import BODY_ERRORS, ROUTE_ERRORS, container
 from notification.entrypoints.api.schemas import AlertContactsIn, AlertContactsOut
 
-router = APIRouter(prefix="/v1/alert-contacts", tags=["alert-contacts"])
+router = APIRouter(prefix="/v1/alert-contacts", tags=["alert-contacts"], responses=ROUTE_ERRORS)
 Box = Annotated[Container, Depends(container)]
 
 
-@router.put("", response_model=AlertContactsOut)
+@router.put("", response_model=AlertContactsOut, responses=BODY_ERRORS)
 async def put_alert_contacts(
     body: AlertContactsIn,
     principal: Annotated[Principal, require("notifications:write")],

@@ -8,21 +8,34 @@ from authclient import TokenVerifier
 from authclient.fastapi import install
 from notification.bootstrap import Container
 from notification.entrypoints.api import alert_contacts, notifications, subscriptions
+from servicekit.body_limit import BodyLimitMiddleware
+from servicekit.docs import offline_docs_app
 from servicekit.health import health_router
 from servicekit.problems import install_problem_handlers
+from servicekit.routing import answer_both_slash_forms
+from servicekit.unavailable import install_unavailable_handlers
+from servicekit.watchdog import Watchdog
 
 
-def create_app(container: Container, verifier: TokenVerifier) -> FastAPI:
-    app = FastAPI(
+def create_app(
+    container: Container, verifier: TokenVerifier, *, watchdog: Watchdog | None = None
+) -> FastAPI:
+    """`watchdog`: the in-process workers' (readyz is 503 while one of their loops is overdue)."""
+    app = offline_docs_app(
         title="notification",
         version="1",
         description="Webhook subscriptions, fan-out deliveries, email and in-app alerts.",
     )
     app.state.container = container
     install_problem_handlers(app)
+    install_unavailable_handlers(app)  # a database outage is 503 + Retry-After, not 500
+    answer_both_slash_forms(app)  # /v1/subscriptions answers like /v1/subscriptions/, no 307
     install(app, verifier)
-    app.include_router(health_router(container.store.ping))
+    app.include_router(
+        health_router(container.store.ping, metric_prefix="notification", watchdog=watchdog)
+    )
     app.include_router(subscriptions.router)
     app.include_router(alert_contacts.router)
     app.include_router(notifications.router)
+    app.add_middleware(BodyLimitMiddleware, limit=container.settings.max_request_bytes)
     return app

@@ -9,16 +9,23 @@ from fastapi import APIRouter, Depends
 from authclient import Principal
 from authclient.fastapi import require
 from notification.bootstrap import Container
-from notification.entrypoints.api.deps import Limit, container, cursor_param
+from notification.entrypoints.api.deps import (
+    LIST_ERRORS,
+    ROUTE_ERRORS,
+    IdPath,
+    Limit,
+    container,
+    cursor_param,
+)
 from notification.entrypoints.api.schemas import NotificationOut, Page
 from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
 from servicekit.problems import not_found
 
-router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
+router = APIRouter(prefix="/v1/notifications", tags=["notifications"], responses=ROUTE_ERRORS)
 Box = Annotated[Container, Depends(container)]
 
 
-@router.get("/", response_model=Page[NotificationOut])
+@router.get("/", response_model=Page[NotificationOut], responses=LIST_ERRORS)
 async def list_notifications(
     principal: Annotated[Principal, require("notifications:read")],
     c: Box,
@@ -33,7 +40,7 @@ async def list_notifications(
 
 @router.post("/{notification_id}/read", response_model=NotificationOut)
 async def mark_read(
-    notification_id: str,
+    notification_id: IdPath,
     principal: Annotated[Principal, require("notifications:write")],
     c: Box,
 ) -> NotificationOut:

@@ -1,22 +1,26 @@
-"""Request and response bodies. Timestamps are RFC 3339 with an explicit offset (`+00:00`)."""
+"""Request and response bodies. Timestamps are RFC 3339 UTC with `Z` (`servicekit.timestamps`).
+
+Text fields refuse control characters (`servicekit.text`); a description may hold tab and
+newline. In a PATCH, `null` is allowed only where it means something (clearing `description`).
+"""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from notification.service_layer.ports import (
     DeliveryRecord,
     NotificationRecord,
     SubscriptionRecord,
 )
+from servicekit.text import NO_CONTROL_CHARS, TAB_AND_NEWLINE_ONLY
+from servicekit.timestamps import UtcTimestamp as Timestamp
 from webhookdeliver import AttemptRecord
 
 T = TypeVar("T")
-Timestamp = Annotated[datetime, PlainSerializer(lambda d: d.isoformat(), return_type=str)]
 
 MAX_URL_CHARS = 2048
 MAX_DESCRIPTION_CHARS = 500
@@ -32,7 +36,16 @@ def _email(value: str) -> str:
     return value
 
 
-Email = Annotated[str, AfterValidator(_email)]
+Email = Annotated[str, Field(max_length=320), NO_CONTROL_CHARS, AfterValidator(_email)]
+Url = Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), NO_CONTROL_CHARS]
+EventTypes = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=200), NO_CONTROL_CHARS]],
+    Field(min_length=1, max_length=50),
+]
+Description = Annotated[str, Field(max_length=MAX_DESCRIPTION_CHARS), TAB_AND_NEWLINE_ONLY]
+# A PATCH field left out stays unchanged; `null` is refused by the type (the schema does not
+# allow it), so the default must not be validated. Typed Any only for mypy.
+_ABSENT: Any = None
 
 
 class Page(BaseModel, Generic[T]):
@@ -41,23 +54,24 @@ class Page(BaseModel, Generic[T]):
 
 
 class SubscriptionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
-    event_types: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
-        min_length=1, max_length=50
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"url": "https://example.com/hook", "event_types": ["schedule.*"]}]
+        },
     )
-    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
-    enabled: bool = True
+    url: Url
+    event_types: EventTypes
+    description: Description | None = None
+    enabled: Annotated[bool, Field(strict=True)] = True
 
 
 class SubscriptionPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    url: str | None = Field(default=None, min_length=1, max_length=MAX_URL_CHARS)
-    event_types: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
-        default=None, min_length=1, max_length=50
-    )
-    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
-    enabled: bool | None = None
+    url: Url = _ABSENT
+    event_types: EventTypes = _ABSENT
+    description: Description | None = None
+    enabled: Annotated[bool, Field(strict=True)] = _ABSENT
 
 
 class SubscriptionOut(BaseModel):
@@ -140,7 +154,9 @@ class DeliveryOut(BaseModel):
 
 
 class AlertContactsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"emails": ["ops@example.com"]}]}
+    )
     emails: list[Email] = Field(max_length=MAX_ALERT_EMAILS)
 
 

@@ -10,7 +10,15 @@ from authclient import Principal
 from authclient.fastapi import require
 from notification.bootstrap import Container
 from notification.domain.subscriptions import InvalidEventTypeFilter
-from notification.entrypoints.api.deps import Limit, container, cursor_param
+from notification.entrypoints.api.deps import (
+    BODY_ERRORS,
+    LIST_ERRORS,
+    ROUTE_ERRORS,
+    IdPath,
+    Limit,
+    container,
+    cursor_param,
+)
 from notification.entrypoints.api.schemas import (
     DeliveryOut,
     Page,
@@ -22,10 +30,10 @@ from notification.entrypoints.api.schemas import (
 from notification.service_layer.ports import SubscriptionRecord
 from notification.service_layer.subscriptions import SubscriptionNotFound
 from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
-from servicekit.problems import ProblemError, not_found
+from servicekit.problems import ProblemError, field_errors_problem, not_found
 from webhookdeliver import InvalidTargetURL
 
-router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"])
+router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"], responses=ROUTE_ERRORS)
 
 Read = Annotated[Principal, require("notifications:read")]
 Write = Annotated[Principal, require("notifications:write")]
@@ -34,20 +42,14 @@ After = Annotated[Cursor | None, Depends(cursor_param)]
 
 
 def _invalid(field: str, detail: str) -> ProblemError:
-    return ProblemError(
-        422,
-        "validation-error",
-        f"{field}: {detail}",
-        title="Request validation failed",
-        extra={"field": field, "invalid_params": [{"name": field, "reason": detail}]},
-    )
+    return field_errors_problem([(field, detail)])
 
 
 def _with_secret(sub: SubscriptionRecord, secret: str) -> SubscriptionWithSecretOut:
     return SubscriptionWithSecretOut(**dict(SubscriptionOut.of(sub)), secret=secret)
 
 
-@router.post("/", status_code=201, response_model=SubscriptionWithSecretOut)
+@router.post("/", status_code=201, response_model=SubscriptionWithSecretOut, responses=BODY_ERRORS)
 async def create_subscription(
     body: SubscriptionIn, principal: Write, c: Box
 ) -> SubscriptionWithSecretOut:
@@ -62,7 +64,7 @@ async def create_subscription(
     return _with_secret(created.subscription, created.secret)
 
 
-@router.get("/", response_model=Page[SubscriptionOut])
+@router.get("/", response_model=Page[SubscriptionOut], responses=LIST_ERRORS)
 async def list_subscriptions(
     principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
 ) -> Page[SubscriptionOut]:
@@ -72,16 +74,16 @@ async def list_subscriptions(
 
 
 @router.get("/{sub_id}", response_model=SubscriptionOut)
-async def get_subscription(sub_id: str, principal: Read, c: Box) -> SubscriptionOut:
+async def get_subscription(sub_id: IdPath, principal: Read, c: Box) -> SubscriptionOut:
     sub = await c.store.get_subscription(principal.tenant_id, sub_id)
     if sub is None:
         raise not_found("subscription", sub_id)
     return SubscriptionOut.of(sub)
 
 
-@router.patch("/{sub_id}", response_model=SubscriptionOut)
+@router.patch("/{sub_id}", response_model=SubscriptionOut, responses=BODY_ERRORS)
 async def update_subscription(
-    sub_id: str, body: SubscriptionPatch, principal: Write, c: Box
+    sub_id: IdPath, body: SubscriptionPatch, principal: Write, c: Box
 ) -> SubscriptionOut:
     changes = body.model_dump(exclude_unset=True)
     for field in ("url", "event_types", "enabled"):
@@ -99,7 +101,7 @@ async def update_subscription(
 
 
 @router.delete("/{sub_id}", status_code=204)
-async def delete_subscription(sub_id: str, principal: Write, c: Box) -> Response:
+async def delete_subscription(sub_id: IdPath, principal: Write, c: Box) -> Response:
     try:
         await c.subscriptions.delete(principal.tenant_id, sub_id)
     except SubscriptionNotFound as exc:
@@ -108,7 +110,7 @@ async def delete_subscription(sub_id: str, principal: Write, c: Box) -> Response
 
 
 @router.post("/{sub_id}/secret/rotate", response_model=SubscriptionWithSecretOut)
-async def rotate_secret(sub_id: str, principal: Write, c: Box) -> SubscriptionWithSecretOut:
+async def rotate_secret(sub_id: IdPath, principal: Write, c: Box) -> SubscriptionWithSecretOut:
     try:
         rotated = await c.subscriptions.rotate_secret(principal.tenant_id, sub_id)
     except SubscriptionNotFound as exc:
@@ -116,9 +118,9 @@ async def rotate_secret(sub_id: str, principal: Write, c: Box) -> SubscriptionWi
     return _with_secret(rotated.subscription, rotated.secret)
 
 
-@router.get("/{sub_id}/deliveries", response_model=Page[DeliveryOut])
+@router.get("/{sub_id}/deliveries", response_model=Page[DeliveryOut], responses=LIST_ERRORS)
 async def list_deliveries(
-    sub_id: str, principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
+    sub_id: IdPath, principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
 ) -> Page[DeliveryOut]:
     if await c.store.get_subscription(principal.tenant_id, sub_id) is None:
         raise not_found("subscription", sub_id)
@@ -130,7 +132,9 @@ async def list_deliveries(
 @router.post(
     "/{sub_id}/deliveries/{delivery_id}/replay", status_code=202, response_model=DeliveryOut
 )
-async def replay_delivery(sub_id: str, delivery_id: str, principal: Write, c: Box) -> DeliveryOut:
+async def replay_delivery(
+    sub_id: IdPath, delivery_id: IdPath, principal: Write, c: Box
+) -> DeliveryOut:
     replayed = await c.store.replay_delivery(principal.tenant_id, sub_id, delivery_id, c.clock())
     if replayed is None:
         raise not_found("delivery", delivery_id)

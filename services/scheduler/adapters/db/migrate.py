@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from scheduler.adapters.db.engine import create_engine
+from servicekit.database import DatabaseBounds
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -24,8 +25,11 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-async def upgrade(url: str, revision: str = "head") -> None:
-    engine = create_engine(url)
+async def upgrade(
+    url: str, revision: str = "head", *, bounds: DatabaseBounds | None = None
+) -> None:
+    """Migrations keep the connect, lock and checkout bounds but may run long statements."""
+    engine = create_engine(url, bounds=(bounds or DatabaseBounds()).for_migrations())
     try:
         async with engine.begin() as conn:
             await conn.run_sync(_upgrade_sync, revision)

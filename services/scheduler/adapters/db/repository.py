@@ -18,6 +18,7 @@ from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
+    DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -51,7 +52,16 @@ _MUTABLE = (
     "deleted_at",
     "version",
     "consecutive_failures",
+    "description",
+    "dst_policy",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "run_at",
+    "jitter_seconds",
 )
+# planned_runs is written only by the planner (an increment in its own statement), so a stale
+# aggregate saved by the API can never lower it.
 
 
 def schedule_to_row(s: Schedule) -> dict[str, Any]:
@@ -82,6 +92,14 @@ def schedule_to_row(s: Schedule) -> dict[str, Any]:
         "deleted_at": s.deleted_at,
         "version": s.version,
         "consecutive_failures": s.consecutive_failures,
+        "description": s.description,
+        "dst_policy": s.dst_policy.value,
+        "start_at": s.start_at,
+        "end_at": s.end_at,
+        "max_runs": s.max_runs,
+        "run_at": s.run_at,
+        "jitter_seconds": s.jitter_seconds,
+        "planned_runs": s.planned_runs,
     }
 
 
@@ -109,6 +127,14 @@ def row_to_schedule(row: Any) -> Schedule:
         deleted_at=m["deleted_at"],
         version=m["version"],
         consecutive_failures=m["consecutive_failures"],
+        description=m["description"],
+        dst_policy=DstPolicy(m["dst_policy"]),
+        start_at=m["start_at"],
+        end_at=m["end_at"],
+        max_runs=m["max_runs"],
+        run_at=m["run_at"],
+        jitter_seconds=m["jitter_seconds"],
+        planned_runs=m["planned_runs"],
     )
 
 
@@ -205,7 +231,10 @@ class SqlScheduleRepository(ScheduleRepository):
         return [row_to_schedule(r) for r in result]
 
     async def count_live(self, tenant_id: str) -> int:
-        result = await self.conn.execute(self._scoped(tenant_id, sa.func.count()))
+        # Completed schedules can never fire again: they do not count toward max_schedules.
+        result = await self.conn.execute(
+            self._scoped(tenant_id, sa.func.count()).where(schedules.c.state != "completed")
+        )
         return int(result.scalar_one())
 
     async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:

@@ -9,6 +9,9 @@ Index choices (every hot query is O(rows it returns), never O(table)):
 - `ix_runs_lease` (lease_expires_at) WHERE status = 'in_progress': runs whose worker died.
 - `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages and the
   overlap check ("is an earlier run of this schedule unfinished").
+- `ix_runs_tenant_scheduled` (tenant_id, scheduled_for), beside the tenant tables
+  (`tenant_store.py`): the daily quota count and the tenant-wide history
+  (`GET /v1/schedules/-/runs`), read newest first.
 Partial-index predicates are written as SQL literals in queries too (never bound parameters), so
 PostgreSQL can prove a query implies the predicate even with a generic prepared plan.
 """
@@ -39,6 +42,7 @@ runs = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("skip_reason", sa.String(32), nullable=True),
     sa.Column("attempt_count", sa.Integer(), nullable=False),
+    # pending/retrying: when due; in_progress: when claimed (a lost attempt's start).
     sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
     sa.Column("started_at", UTCDateTime(), nullable=True),
     sa.Column("finished_at", UTCDateTime(), nullable=True),
@@ -47,6 +51,8 @@ runs = sa.Table(
     # The payload this run delivers (snapshot when planned or triggered; a replay copies it).
     sa.Column("payload", JSONText(), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
+    # scheduled_for plus the schedule's jitter (migration 0006); null on older rows.
+    sa.Column("due_at", UTCDateTime(), nullable=True),
 )
 sa.Index(
     "uq_runs_planned_occurrence",

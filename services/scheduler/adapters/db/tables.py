@@ -21,7 +21,7 @@ schedules = sa.Table(
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("tenant_id", sa.String(200), nullable=False),
     sa.Column("name", sa.String(200), nullable=False),
-    sa.Column("cron", sa.String(200), nullable=False),
+    sa.Column("cron", sa.String(200), nullable=True),  # null for a one-shot (run_at)
     sa.Column("timezone", sa.String(64), nullable=False),
     sa.Column("action", sa.String(16), nullable=False),
     sa.Column("target", JSONText(), nullable=False),
@@ -41,6 +41,15 @@ schedules = sa.Table(
     sa.Column("secret_ciphertext", sa.Text(), nullable=False),
     sa.Column("previous_secret_ciphertext", sa.Text(), nullable=True),
     sa.Column("previous_secret_expires_at", UTCDateTime(), nullable=True),
+    # Timing (migration 0006, DESIGN.md §7a).
+    sa.Column("description", sa.String(1000), nullable=True),
+    sa.Column("dst_policy", sa.String(16), nullable=False, server_default="shift"),
+    sa.Column("start_at", UTCDateTime(), nullable=True),
+    sa.Column("end_at", UTCDateTime(), nullable=True),
+    sa.Column("max_runs", sa.Integer(), nullable=True),
+    sa.Column("run_at", UTCDateTime(), nullable=True),
+    sa.Column("jitter_seconds", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("planned_runs", sa.Integer(), nullable=False, server_default="0"),
 )
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
 sa.Index(

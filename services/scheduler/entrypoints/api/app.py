@@ -14,9 +14,14 @@ from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, rotation_grace
 from scheduler.entrypoints.api import health, schedules
 from scheduler.entrypoints.api.context import ApiContext
-from scheduler.entrypoints.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from scheduler.entrypoints.api.middleware import Metrics, MetricsMiddleware
 from scheduler.entrypoints.api.problems import install_problem_handlers
 from scheduler.entrypoints.api.runs import install_runs
+from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from servicekit.docs import offline_docs_app
+from servicekit.routing import answer_both_slash_forms
+from servicekit.unavailable import install_unavailable_handlers
+from servicekit.watchdog import Watchdog
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -25,7 +30,7 @@ def create_app(
     ctx: ApiContext,
     verifier: TokenVerifier,
     *,
-    max_request_bytes: int = 256 * 1024,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     on_startup: list[Hook] | None = None,
     on_shutdown: list[Hook] | None = None,
 ) -> FastAPI:
@@ -39,7 +44,7 @@ def create_app(
             for hook in on_shutdown or []:
                 await hook()
 
-    app = FastAPI(
+    app = offline_docs_app(
         title="scheduler",
         version="1",
         description="Cron-as-a-service: schedules, occurrences and (next) runs. DESIGN.md §5.",
@@ -47,8 +52,10 @@ def create_app(
     )
     app.state.ctx = ctx
     install_problem_handlers(app)
+    install_unavailable_handlers(app)  # a database outage is 503 + Retry-After, not 500
+    answer_both_slash_forms(app)  # /v1/schedules answers like /v1/schedules/, no 307
     install_auth(app, verifier)
-    app.include_router(health.router(ctx.check_database, ctx.metrics.registry))
+    app.include_router(health.router(ctx.check_database, ctx.metrics.registry, ctx.watchdog))
     app.include_router(schedules.router)
     app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
@@ -61,12 +68,13 @@ def app_from_container(
     migrate_on_start: bool = False,
     wake: Callable[[], None] | None = None,
     registry: CollectorRegistry | None = None,
+    watchdog: Watchdog | None = None,
 ) -> FastAPI:
     """The app wired to a bootstrap Container; the engine is disposed on shutdown. `wake` tells
     an in-process dispatcher that a run was triggered; `registry` shares /metrics with workers
-    running in the same process (role `all`). The tenant projections are loaded on start-up
-    (after migrating) and refreshed while the app runs: limits come from the cache, suspension
-    of writes is checked exactly."""
+    running in the same process (role `all`), and `watchdog` their loops to /readyz. The tenant
+    projections are loaded on start-up (after migrating) and refreshed while the app runs:
+    limits come from the cache, suspension of writes is checked exactly."""
     ctx = ApiContext(
         uow_factory=container.uow_factory,
         clock=container.clock,
@@ -77,6 +85,7 @@ def app_from_container(
         rotation_grace=rotation_grace(container.settings),
         metrics=Metrics(registry or CollectorRegistry()),
         ensure_writable=container.ensure_writable,
+        watchdog=watchdog,
     )
     startup: list[Hook] = [container.migrate] if migrate_on_start else []
     app = create_app(

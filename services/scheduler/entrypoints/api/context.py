@@ -14,6 +14,7 @@ from authclient.fastapi import require
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork
+from servicekit.watchdog import Watchdog
 
 
 @dataclass
@@ -28,6 +29,8 @@ class ApiContext:
     metrics: Metrics
     ensure_writable: Callable[[str], Awaitable[None]] | None = None
     """Raises TenantSuspended when the tenant may not write now (None: no tenant projection)."""
+    watchdog: Watchdog | None = None
+    """The in-process workers' (role `all`): readyz is 503 while one of their loops is overdue."""
 
 
 def context_of(request: Request) -> ApiContext:

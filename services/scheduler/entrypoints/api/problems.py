@@ -9,7 +9,6 @@ path.
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,30 +22,22 @@ from scheduler.service_layer.errors import (
     InvalidInput,
     NotFound,
     QuotaExceeded,
+    ScheduleIsCompleted,
     TenantSuspended,
     VersionMismatch,
 )
-from servicekit.problems import TYPE_PREFIX, problem_response
+from servicekit.problems import (
+    TYPE_PREFIX,
+    ProblemError,
+    field_errors_problem,
+    http_exception_response,
+    problem_response,
+    render,
+    validation_response,
+)
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
 log = logging.getLogger("scheduler.api")
-
-_SLUG_BY_STATUS = {
-    400: "bad-request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not-found",
-    405: "method-not-allowed",
-    406: "not-acceptable",
-    409: "conflict",
-    411: "length-required",
-    412: "precondition-failed",
-    413: "payload-too-large",
-    415: "unsupported-media-type",
-    422: "validation-error",
-    428: "precondition-required",
-    500: "internal-error",
-}
 
 
 def problem(
@@ -58,59 +49,29 @@ def problem(
     **extra: Any,
 ) -> JSONResponse:
     """servicekit's problem+json, typed by `slug` or, without one, by the status."""
-    return problem_response(
-        status,
-        slug=slug or _SLUG_BY_STATUS.get(status, "error"),
-        detail=detail,
-        extra=extra,
-        headers=headers,
-    )
+    return problem_response(status, slug=slug, detail=detail, extra=extra, headers=headers)
 
 
-def _field_of(loc: tuple[Any, ...] | list[Any]) -> str:
-    """("body", "target", "url") -> "target.url"; ("query", "limit") -> "limit"."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
-def _clean_message(msg: str) -> str:
-    return msg.removeprefix("Value error, ")
-
-
-async def _validation(_request: Request, exc: Exception) -> JSONResponse:
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"field": _field_of(e.get("loc", ())), "message": _clean_message(str(e.get("msg", "")))}
-        for e in exc.errors()[:20]  # bounded: a hostile body could produce thousands
-    ]
-    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    return problem(
-        422,
-        f"{first['field']}: {first['message']}",
-        field=first["field"],
-        errors=errors,
-    )
+    return validation_response(request, exc)
 
 
-async def _http(_request: Request, exc: Exception) -> JSONResponse:
+async def _problem(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ProblemError)
+    return render(request, exc)
+
+
+async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    headers = dict(exc.headers) if exc.headers else None
-    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-    return problem(exc.status_code, detail, headers=headers)
+    return http_exception_response(request, exc)
 
 
 async def _service(_request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NotFound):
         return problem(404, str(exc))
     if isinstance(exc, InvalidInput):
-        return problem(
-            422,
-            exc.reason if exc.reason.startswith(exc.field) else f"{exc.field}: {exc.reason}",
-            field=exc.field,
-            errors=[{"field": exc.field, "message": exc.reason}],
-        )
+        return render(_request, field_errors_problem([(exc.field, exc.reason)]))
     if isinstance(exc, VersionMismatch):
         return problem(412, str(exc))
     if isinstance(exc, IdempotencyConflict):
@@ -129,6 +90,8 @@ async def _service(_request: Request, exc: Exception) -> JSONResponse:
         )
     if isinstance(exc, DuplicateKey):
         return problem(409, "a concurrent request created the same resource; retry")
+    if isinstance(exc, ScheduleIsCompleted):
+        return problem(409, str(exc), slug="schedule-completed")
     return await _unexpected(_request, exc)
 
 
@@ -141,6 +104,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     from scheduler.service_layer.errors import ServiceError
 
     app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(ProblemError, _problem)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(ServiceError, _service)
     app.add_exception_handler(Exception, _unexpected)

@@ -1,9 +1,11 @@
 """/v1/schedules/{id}/trigger and /runs routes (DESIGN.md §5): trigger (202), run history with
-filters and a cursor, one run with its attempts in attempt order, replay (202).
+filters and a cursor, one run with its attempts in attempt order, replay (202), and the tenant's
+history across schedules, `GET /v1/schedules/-/runs` (`-` = any schedule, AIP-159).
 
-Dead letters are `GET /v1/schedules/{id}/runs?status=failed`. Another tenant's schedule or run
-answers 404 exactly like a missing one. `install_runs(app, ...)` mounts the router and the
-context it needs (the unit-of-work factory, the clock, and a wake-up for an in-process dispatcher).
+Dead letters are `GET /v1/schedules/{id}/runs?status=failed` (`/-/runs?status=failed` for all).
+Another tenant's schedule or run answers 404 exactly like a missing one. `install_runs(app, ...)`
+mounts the router and the context it needs (the unit-of-work factory, the clock, and a wake-up
+for an in-process dispatcher).
 """
 
 from __future__ import annotations
@@ -14,27 +16,37 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from authclient import Principal
 from authclient.fastapi import require
-from scheduler.domain.run import Attempt, Run, RunStatus
+from scheduler.domain.run import Attempt, Run, RunStatus, Trigger
 from scheduler.entrypoints.api.context import require_writer
 from scheduler.entrypoints.api.schemas import problem_responses
+from scheduler.service_layer import run_stats as stats_svc
 from scheduler.service_layer import runs as svc
 from scheduler.service_layer.errors import InvalidInput
 from scheduler.service_layer.run_ports import RunPageFilter
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.rfc3339 import Rfc3339
+from servicekit.text import NO_CONTROL_CHARS
+from servicekit.timestamps import UtcTimestamp
 
 READ = "schedules:read"
 WRITE = "schedules:write"
 
 router = APIRouter(
-    prefix="/v1/schedules", tags=["runs"], responses=problem_responses(401, 403, 404)
+    prefix="/v1/schedules", tags=["runs"], responses=problem_responses(401, 403, 404, 422, 503)
 )
 
-IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
-RunIdPath = Annotated[str, Path(min_length=1, max_length=64, description="run id")]
+IdPath = Annotated[
+    str, Path(min_length=1, max_length=64, description="schedule id"), NO_CONTROL_CHARS
+]
+RunIdPath = Annotated[
+    str, Path(min_length=1, max_length=64, description="run id"), NO_CONTROL_CHARS
+]
+# Query instants are RFC 3339 with an offset (`to=0.5` is not a date-time).
+Instant = Annotated[Rfc3339 | None, Query(description="RFC 3339 date-time with an offset")]
 
 
 @dataclass
@@ -66,7 +78,7 @@ class ErrorOut(BaseModel):
 
 class AttemptOut(BaseModel):
     number: int
-    started_at: datetime
+    started_at: UtcTimestamp
     duration_ms: int
     status_code: int | None
     error: ErrorOut | None
@@ -76,14 +88,17 @@ class AttemptOut(BaseModel):
 class RunOut(BaseModel):
     id: str
     schedule_id: str
-    scheduled_for: datetime
+    scheduled_for: UtcTimestamp
+    due_at: UtcTimestamp = Field(
+        description="when the first attempt may start: scheduled_for plus the schedule's jitter"
+    )
     trigger: Literal["schedule", "manual", "replay"]
     status: Literal["pending", "in_progress", "retrying", "succeeded", "failed", "skipped"]
     skip_reason: str | None
     attempt_count: int
-    next_attempt_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
+    next_attempt_at: UtcTimestamp | None
+    started_at: UtcTimestamp | None
+    finished_at: UtcTimestamp | None
 
 
 class RunWithAttempts(RunOut):
@@ -104,11 +119,15 @@ def run_out(run: Run) -> dict[str, Any]:
         "id": run.id,
         "schedule_id": run.schedule_id,
         "scheduled_for": _utc(run.scheduled_for),
+        "due_at": _utc(run.due),
         "trigger": run.trigger.value,
         "status": run.status.value,
         "skip_reason": None if run.skip_reason is None else run.skip_reason.value,
         "attempt_count": run.attempt_count,
-        "next_attempt_at": _utc(run.next_attempt_at),
+        # While in_progress the column holds the claim time (domain/run.py): nothing is next.
+        "next_attempt_at": None
+        if run.status is RunStatus.IN_PROGRESS
+        else _utc(run.next_attempt_at),
         "started_at": _utc(run.started_at),
         "finished_at": _utc(run.finished_at),
     }
@@ -144,29 +163,113 @@ async def trigger(
     return run_out(run)
 
 
-@router.get("/{schedule_id}/runs", response_model=RunList)
+def _aware(from_: datetime | None, to: datetime | None) -> None:
+    for name, value in (("from", from_), ("to", to)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(name, "must carry a UTC offset (RFC 3339)")
+
+
+# Declared before `/{schedule_id}/runs`, which would otherwise take `-` for a schedule id.
+@router.get("/-/runs", response_model=RunList, responses=problem_responses(400))
+async def list_tenant_runs(
+    request: Request,
+    principal: Principal = require(READ),
+    status: RunStatus | None = None,
+    schedule_id: Annotated[str, Query(min_length=1, max_length=64), NO_CONTROL_CHARS] | None = None,
+    trigger: Trigger | None = None,
+    from_: Annotated[Rfc3339 | None, Query(alias="from")] = None,
+    to: Instant = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str, Query(max_length=512), NO_CONTROL_CHARS] | None = None,
+) -> dict[str, Any]:
+    _aware(from_, to)
+    page = await svc.list_tenant_runs(
+        _ctx(request).uows,
+        tenant_id=principal.tenant_id,
+        limit=limit,
+        cursor=cursor,
+        filters=RunPageFilter(
+            status=status,
+            scheduled_from=from_,
+            scheduled_to=to,
+            trigger=trigger,
+            schedule_id=schedule_id,
+        ),
+    )
+    return {"items": [run_out(r) for r in page.items], "next_cursor": page.next_cursor}
+
+
+@router.get("/{schedule_id}/runs", response_model=RunList, responses=problem_responses(400))
 async def list_runs(
     request: Request,
     schedule_id: IdPath,
     principal: Principal = require(READ),
     status: RunStatus | None = None,
-    from_: Annotated[datetime | None, Query(alias="from")] = None,
-    to: datetime | None = None,
+    trigger: Trigger | None = None,
+    from_: Annotated[Rfc3339 | None, Query(alias="from")] = None,
+    to: Instant = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    cursor: Annotated[str, Query(max_length=512), NO_CONTROL_CHARS] | None = None,
 ) -> dict[str, Any]:
-    for name, value in (("from", from_), ("to", to)):
-        if value is not None and value.tzinfo is None:
-            raise InvalidInput(name, "must carry a UTC offset (RFC 3339)")
+    _aware(from_, to)
     page = await svc.list_runs(
         _ctx(request).uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         limit=limit,
         cursor=cursor,
-        filters=RunPageFilter(status=status, scheduled_from=from_, scheduled_to=to),
+        filters=RunPageFilter(
+            status=status, scheduled_from=from_, scheduled_to=to, trigger=trigger
+        ),
     )
     return {"items": [run_out(r) for r in page.items], "next_cursor": page.next_cursor}
+
+
+class StatsBucketOut(BaseModel):
+    start: UtcTimestamp
+    counts: dict[str, int] = Field(description="runs per status; absent statuses are 0")
+
+
+class RunStatsOut(BaseModel):
+    window: Literal["day", "week", "month"]
+    bucket: Literal["hour", "day"] = Field(description="UTC hours (day) or UTC days (week, month)")
+    from_: UtcTimestamp = Field(serialization_alias="from")
+    to: UtcTimestamp
+    buckets: list[StatsBucketOut]
+    totals: dict[str, int]
+    last_run: RunOut | None = Field(description="the schedule's newest run, in or out of the window")
+
+
+# Declared before `/{schedule_id}/runs/{run_id}`, which would otherwise take `stats` for a run id.
+@router.get(
+    "/{schedule_id}/runs/stats",
+    response_model=RunStatsOut,
+    response_model_by_alias=True,
+    summary="Runs per status per UTC bucket over a window (the console's timeline)",
+)
+async def run_stats(
+    request: Request,
+    schedule_id: IdPath,
+    principal: Principal = require(READ),
+    window: Literal["day", "week", "month"] = "day",
+) -> dict[str, Any]:
+    ctx = _ctx(request)
+    stats = await stats_svc.run_stats(
+        ctx.uows,
+        tenant_id=principal.tenant_id,
+        schedule_id=schedule_id,
+        window=window,
+        clock=ctx.clock,
+    )
+    return {
+        "window": stats.window,
+        "bucket": stats.bucket,
+        "from_": stats.start,
+        "to": stats.end,
+        "buckets": [{"start": b.start, "counts": b.counts} for b in stats.buckets],
+        "totals": stats.totals,
+        "last_run": None if stats.last_run is None else run_out(stats.last_run),
+    }
 
 
 @router.get("/{schedule_id}/runs/{run_id}", response_model=RunWithAttempts)

@@ -1,4 +1,5 @@
-"""/v1/schedules/ routes: create, list, get, patch, delete, pause, resume, rotate, occurrences.
+"""/v1/schedules/ routes: create, list, get, patch, delete, pause, resume, rotate, occurrences,
+and the stateless preview of timing fields (DESIGN.md §7a).
 
 Every route is scoped to the caller's tenant: another tenant's id answers 404 exactly like a
 missing one. The signing secret appears only in the create and rotate responses.
@@ -21,10 +22,13 @@ from scheduler.domain.policies import (
     ScheduleState,
 )
 from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.timing import AnnotatedOccurrence, Timing
 from scheduler.entrypoints.api.context import ApiContext, context_of, require_writer
 from scheduler.entrypoints.api.schemas import (
+    OccurrenceOut,
     OccurrencesOut,
     PauseIn,
+    PreviewIn,
     ScheduleCreate,
     ScheduleList,
     ScheduleOut,
@@ -36,6 +40,7 @@ from scheduler.entrypoints.api.schemas import (
 from scheduler.service_layer import schedules as svc
 from scheduler.service_layer.errors import InvalidInput, VersionMismatch
 from scheduler.service_layer.unit_of_work import ListFilter
+from servicekit.text import NO_CONTROL_CHARS
 from webhookdeliver import InvalidTargetURL, validate_target_url
 
 READ = "schedules:read"
@@ -43,10 +48,16 @@ WRITE = "schedules:write"
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 router = APIRouter(
-    prefix="/v1/schedules", tags=["schedules"], responses=problem_responses(401, 403, 404, 422)
+    prefix="/v1/schedules",
+    tags=["schedules"],
+    responses=problem_responses(401, 403, 404, 422, 503),
 )
+# Statuses of the routes that take a JSON body: malformed JSON, too large, not JSON.
+BODY_ERRORS = (400, 413, 415)
 
-IdPath = Annotated[str, Path(min_length=1, max_length=64, description="schedule id")]
+IdPath = Annotated[
+    str, Path(min_length=1, max_length=64, description="schedule id"), NO_CONTROL_CHARS
+]
 IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
 
 
@@ -58,8 +69,15 @@ def to_out(s: Schedule) -> dict[str, Any]:
     return {
         "id": s.id,
         "name": s.name,
+        "description": s.description,
         "cron": s.cron,
+        "run_at": _utc(s.run_at),
         "timezone": s.timezone,
+        "dst_policy": s.dst_policy,
+        "start_at": _utc(s.start_at),
+        "end_at": _utc(s.end_at),
+        "max_runs": s.max_runs,
+        "jitter_seconds": s.jitter_seconds,
         "action": s.action,
         "target": None
         if s.target is None
@@ -133,10 +151,18 @@ def _spec(ctx: ApiContext, body: ScheduleCreate) -> svc.ScheduleSpec:
         misfire_policy=body.misfire_policy,
         overlap_policy=body.overlap_policy,
         breaker=BreakerPolicy(**body.breaker.model_dump()),
+        description=body.description,
+        dst_policy=body.dst_policy,
+        start_at=body.start_at,
+        end_at=body.end_at,
+        max_runs=body.max_runs,
+        run_at=body.run_at,
+        jitter_seconds=body.jitter_seconds,
     )
 
 
-_NULLABLE = {"target", "payload"}
+# `null` clears these (cron / run_at: a PATCH switching between them sends the other as null).
+_NULLABLE = {"target", "payload", "description", "cron", "run_at", "start_at", "end_at", "max_runs"}
 
 
 def _changes(ctx: ApiContext, body: SchedulePatch) -> dict[str, Any]:
@@ -164,7 +190,14 @@ def _with_etag(response: Response, s: Schedule) -> None:
     "/",
     status_code=201,
     response_model=ScheduleWithSecret,
-    responses=problem_responses(409, 413),
+    responses={
+        200: {
+            "model": ScheduleWithSecret,
+            "description": "Idempotent replay: the schedule the first request with this "
+            "Idempotency-Key created (header `Idempotent-Replayed: true`)",
+        },
+        **problem_responses(*BODY_ERRORS, 409),
+    },
     summary="Create a schedule (honours Idempotency-Key)",
 )
 async def create_schedule(
@@ -196,12 +229,17 @@ async def create_schedule(
     return ScheduleWithSecret(**_out(created.schedule).model_dump(), secret=created.secret)
 
 
-@router.get("/", response_model=ScheduleList, summary="List schedules (cursor pagination)")
+@router.get(
+    "/",
+    response_model=ScheduleList,
+    responses=problem_responses(400),
+    summary="List schedules (cursor pagination)",
+)
 async def list_schedules(
     request: Request,
     principal: Principal = require(READ),
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    cursor: Annotated[str, Query(max_length=512), NO_CONTROL_CHARS] | None = None,
     state: ScheduleState | None = None,
     action: Action | None = None,
 ) -> ScheduleList:
@@ -231,7 +269,7 @@ async def get_schedule(
 @router.patch(
     "/{schedule_id}",
     response_model=ScheduleOut,
-    responses=problem_responses(409, 412),
+    responses=problem_responses(*BODY_ERRORS, 409, 412),
     summary="Partial update; send If-Match with the ETag for a safe concurrent edit",
 )
 async def patch_schedule(
@@ -277,7 +315,11 @@ async def delete_schedule(
     return Response(status_code=204)
 
 
-@router.post("/{schedule_id}/pause", response_model=ScheduleOut, responses=problem_responses(412))
+@router.post(
+    "/{schedule_id}/pause",
+    response_model=ScheduleOut,
+    responses=problem_responses(*BODY_ERRORS, 412),
+)
 async def pause_schedule(
     request: Request,
     response: Response,
@@ -348,14 +390,40 @@ async def occurrences(
     count: Annotated[int, Query(ge=1, le=svc.MAX_OCCURRENCES_PREVIEW)] = 10,
 ) -> OccurrencesOut:
     ctx = context_of(request)
-    s = await svc.get_schedule(
-        ctx.uow_factory(), tenant_id=principal.tenant_id, schedule_id=schedule_id
-    )
-    items = await svc.preview_occurrences(
+    s, items = await svc.preview_occurrences(
         ctx.uow_factory(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         count=count,
         clock=ctx.clock,
     )
-    return OccurrencesOut(timezone=s.timezone, items=[format_occurrence(i) for i in items])
+    return OccurrencesOut(timezone=s.timezone, items=[_occurrence_out(i) for i in items])
+
+
+@router.post(
+    "/preview",
+    response_model=OccurrencesOut,
+    responses=problem_responses(*BODY_ERRORS),
+    summary="Annotated occurrences of timing fields, validated as create validates them; "
+    "stores nothing",
+)
+async def preview(
+    request: Request, body: PreviewIn, principal: Principal = require(READ)
+) -> OccurrencesOut:
+    ctx = context_of(request)
+    timing = Timing(
+        timezone=body.timezone,
+        cron=body.cron,
+        run_at=body.run_at,
+        dst_policy=body.dst_policy,
+        start_at=body.start_at,
+        end_at=body.end_at,
+        max_runs=body.max_runs,
+        jitter_seconds=body.jitter_seconds,
+    )
+    items = svc.preview_timing(timing, after=body.after, count=body.count, clock=ctx.clock)
+    return OccurrencesOut(timezone=body.timezone, items=[_occurrence_out(i) for i in items])
+
+
+def _occurrence_out(o: AnnotatedOccurrence) -> OccurrenceOut:
+    return OccurrenceOut(at=format_occurrence(o.at), utc=o.at, dst=o.dst, due_at=o.due_at)

@@ -1,30 +1,58 @@
 """Request and response shapes (DESIGN.md §5). Unknown fields are refused everywhere.
 
+Numbers and booleans are strict (`"5"` or `true` is not a number, as the schema says).
 Limits and why: name 200 chars (fits a UI row and a log line); target URL 2048 bytes (the common
 browser/proxy ceiling); at most 20 tenant headers, names 100 chars and values 1024 chars (the
 whole set stays well under webhookdeliver's 8 KiB header budget); payload 64 KiB serialized (one
 webhook body, and the default max_payload_bytes); delivery timeout 1-60 s.
+
+Text fields refuse control characters (`servicekit.text`), `payload` refuses NaN, Infinity and
+NUL (`servicekit.jsonvalue`); header names are RFC 9110 tokens and values ASCII (non-ASCII is
+refused, not encoded: receivers disagree on obs-text).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from http import HTTPStatus
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from scheduler.domain.policies import (
     BREAKER_THRESHOLD_RANGE,
     MAX_ATTEMPTS_RANGE,
     MIN_BACKOFF_SECONDS,
     Action,
+    DstAnnotation,
+    DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     ScheduleState,
 )
+from scheduler.domain.schedule import MAX_DESCRIPTION_CHARS
+from scheduler.domain.timing import MAX_JITTER_SECONDS
+from servicekit.jsonvalue import StorableJson
+from servicekit.problems import Problem, problem_responses
+from servicekit.rfc3339 import Rfc3339
+from servicekit.text import (
+    HEADER_VALUE_PATTERN,
+    NO_CONTROL_CHARS,
+    TOKEN_PATTERN,
+    header_value_problem,
+    is_token,
+)
+from servicekit.timestamps import UtcTimestamp
 from webhookdeliver import RESERVED_HEADERS
+
+__all__ = ["Problem", "problem_responses"]  # re-exported: the routers import them from here
 
 MAX_NAME_CHARS = 200
 MAX_URL_CHARS = 2048
@@ -33,9 +61,19 @@ MAX_HEADER_NAME_CHARS = 100
 MAX_HEADER_VALUE_CHARS = 1024
 MAX_PAYLOAD_BYTES = 65_536
 MAX_REASON_CHARS = 200
-_TOKEN_CHARS = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
+# A PATCH field left out of the body stays unchanged; `null` is refused by the type (the schema
+# does not allow it), so the default must not be validated. Typed Any only for mypy.
+_ABSENT: Any = None
+
+# The patterns are published for clients; `_headers_allowed` enforces them with messages that
+# name the header.
+HeaderName = Annotated[
+    str, Field(json_schema_extra={"pattern": TOKEN_PATTERN, "maxLength": MAX_HEADER_NAME_CHARS})
+]
+HeaderValue = Annotated[
+    str,
+    Field(json_schema_extra={"pattern": HEADER_VALUE_PATTERN, "maxLength": MAX_HEADER_VALUE_CHARS}),
+]
 
 
 class Strict(BaseModel):
@@ -43,9 +81,11 @@ class Strict(BaseModel):
 
 
 class TargetIn(Strict):
-    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
-    headers: Annotated[dict[str, str], Field(max_length=MAX_HEADERS)] = Field(default_factory=dict)
-    timeout_seconds: Annotated[int, Field(ge=1, le=60)] = 10
+    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), NO_CONTROL_CHARS]
+    headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_HEADERS)] = Field(
+        default_factory=dict
+    )
+    timeout_seconds: Annotated[int, Field(ge=1, le=60, strict=True)] = 10
 
     @field_validator("headers")
     @classmethod
@@ -53,36 +93,38 @@ class TargetIn(Strict):
         seen: set[str] = set()
         for name, value in headers.items():
             lowered = name.lower()
-            if not name or len(name) > MAX_HEADER_NAME_CHARS or not set(name) <= _TOKEN_CHARS:
-                raise ValueError(f"header name {name[:100]!r} is not a valid HTTP field name")
+            if len(name) > MAX_HEADER_NAME_CHARS or not is_token(name):
+                raise ValueError(f"header name {name[:100]!r} is not an RFC 9110 token")
             if lowered in RESERVED_HEADERS or lowered.startswith("webhook-"):
                 raise ValueError(f"header {name!r} is reserved and cannot be set")
             if lowered in seen:
                 raise ValueError(f"header {name!r} appears twice (names are case-insensitive)")
             seen.add(lowered)
-            if len(value) > MAX_HEADER_VALUE_CHARS or any(c in value for c in "\r\n\x00"):
-                raise ValueError(
-                    f"header {name!r} value must be at most {MAX_HEADER_VALUE_CHARS} chars "
-                    "without CR, LF or NUL"
-                )
+            problem = header_value_problem(value)
+            if len(value) > MAX_HEADER_VALUE_CHARS:
+                problem = f"is longer than {MAX_HEADER_VALUE_CHARS} characters"
+            if problem is not None:
+                raise ValueError(f"header {name!r} value {problem}")
         return headers
 
 
 class RetryPolicyIn(Strict):
-    max_attempts: Annotated[int, Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1])] = 5
+    max_attempts: Annotated[
+        int, Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1], strict=True)
+    ] = 5
     initial_backoff_seconds: Annotated[
-        float, Field(ge=MIN_BACKOFF_SECONDS, allow_inf_nan=False)
+        float, Field(ge=MIN_BACKOFF_SECONDS, allow_inf_nan=False, strict=True)
     ] = 10.0
-    max_backoff_seconds: Annotated[float, Field(ge=MIN_BACKOFF_SECONDS, allow_inf_nan=False)] = (
-        3600.0
-    )
-    multiplier: Annotated[float, Field(allow_inf_nan=False)] = 2.0
-    max_retry_duration_seconds: Annotated[float, Field(allow_inf_nan=False)] = 86_400.0
+    max_backoff_seconds: Annotated[
+        float, Field(ge=MIN_BACKOFF_SECONDS, allow_inf_nan=False, strict=True)
+    ] = 3600.0
+    multiplier: Annotated[float, Field(allow_inf_nan=False, strict=True)] = 2.0
+    max_retry_duration_seconds: Annotated[float, Field(allow_inf_nan=False, strict=True)] = 86_400.0
 
 
 class BreakerIn(Strict):
     failure_threshold: Annotated[
-        int, Field(ge=BREAKER_THRESHOLD_RANGE[0], le=BREAKER_THRESHOLD_RANGE[1])
+        int, Field(ge=BREAKER_THRESHOLD_RANGE[0], le=BREAKER_THRESHOLD_RANGE[1], strict=True)
     ] = 5
 
 
@@ -93,18 +135,87 @@ def _payload_size_ok(value: Any) -> Any:
     return value
 
 
-Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
-CronText = Annotated[str, Field(min_length=1, max_length=200)]
-ZoneText = Annotated[str, Field(min_length=1, max_length=64)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NO_CONTROL_CHARS]
+CronText = Annotated[str, Field(min_length=1, max_length=200), NO_CONTROL_CHARS]
+ZoneText = Annotated[str, Field(min_length=1, max_length=64), NO_CONTROL_CHARS]
+Description = Annotated[
+    str,
+    Field(max_length=MAX_DESCRIPTION_CHARS, description="free text for people"),
+    NO_CONTROL_CHARS,
+]
+# Timing fields (DESIGN.md §7a); instants need an offset (a naive one is a 422 naming the field).
+RunAt = Annotated[
+    Rfc3339,
+    Field(description="one-shot: the single occurrence (whole seconds), instead of cron"),
+]
+StartAt = Annotated[Rfc3339, Field(description="no occurrence before this instant")]
+EndAt = Annotated[Rfc3339, Field(description="no occurrence after this instant")]
+MaxRuns = Annotated[
+    int,
+    Field(
+        ge=1, strict=True, description="at most this many planned occurrences (skipped ones count)"
+    ),
+]
+JitterSeconds = Annotated[
+    int,
+    Field(
+        ge=0,
+        strict=True,
+        le=MAX_JITTER_SECONDS,
+        description="each run's due_at is scheduled_for plus a fixed offset in [0, this]; "
+        "smaller than the schedule's smallest gap",
+    ),
+]
+
+
+class TimingIn(Strict):
+    """The timing fields a schedule and a stateless preview share."""
+
+    cron: CronText | None = None
+    run_at: RunAt | None = None
+    timezone: ZoneText
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: StartAt | None = None
+    end_at: EndAt | None = None
+    max_runs: MaxRuns | None = None
+    jitter_seconds: JitterSeconds = 0
+
+
+class PreviewIn(TimingIn):
+    after: Rfc3339 | None = Field(
+        default=None, description="occurrences strictly after this instant (default: now)"
+    )
+    count: Annotated[int, Field(ge=1, le=100, strict=True)] = 10
 
 
 class ScheduleCreate(Strict):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "nightly-report",
+                    "cron": "0 3 * * 1-5",
+                    "timezone": "Africa/Addis_Ababa",
+                    "action": "webhook",
+                    "target": {"url": "https://example.com/hook"},
+                    "payload": {"report": "daily"},
+                }
+            ]
+        }
+    )
     name: Name
-    cron: CronText
+    description: Description | None = None
+    cron: CronText | None = None
+    run_at: RunAt | None = None
     timezone: ZoneText
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: StartAt | None = None
+    end_at: EndAt | None = None
+    max_runs: MaxRuns | None = None
+    jitter_seconds: JitterSeconds = 0
     action: Action = Action.WEBHOOK
     target: TargetIn | None = None
-    payload: JsonValue = None
+    payload: StorableJson = None
     retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
@@ -116,22 +227,29 @@ class ScheduleCreate(Strict):
 class SchedulePatch(Strict):
     """Partial update: fields present replace the stored value whole (target, policies too)."""
 
-    name: Name | None = None
+    name: Name = _ABSENT
+    description: Description | None = None
     cron: CronText | None = None
-    timezone: ZoneText | None = None
-    action: Action | None = None
+    run_at: RunAt | None = None
+    timezone: ZoneText = _ABSENT
+    dst_policy: DstPolicy = _ABSENT
+    start_at: StartAt | None = None
+    end_at: EndAt | None = None
+    max_runs: MaxRuns | None = None
+    jitter_seconds: JitterSeconds = _ABSENT
+    action: Action = _ABSENT
     target: TargetIn | None = None
-    payload: JsonValue = None
-    retry_policy: RetryPolicyIn | None = None
-    misfire_policy: MisfirePolicy | None = None
-    overlap_policy: OverlapPolicy | None = None
-    breaker: BreakerIn | None = None
+    payload: StorableJson = None
+    retry_policy: RetryPolicyIn = _ABSENT
+    misfire_policy: MisfirePolicy = _ABSENT
+    overlap_policy: OverlapPolicy = _ABSENT
+    breaker: BreakerIn = _ABSENT
 
     _payload = field_validator("payload")(_payload_size_ok)
 
 
 class PauseIn(Strict):
-    reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] | None = None
+    reason: Annotated[str, Field(max_length=MAX_REASON_CHARS), NO_CONTROL_CHARS] | None = None
 
 
 class TargetOut(BaseModel):
@@ -155,8 +273,15 @@ class BreakerOut(BaseModel):
 class ScheduleOut(BaseModel):
     id: str
     name: str
-    cron: str
+    description: str | None
+    cron: str | None
+    run_at: UtcTimestamp | None
     timezone: str
+    dst_policy: DstPolicy
+    start_at: UtcTimestamp | None
+    end_at: UtcTimestamp | None
+    max_runs: int | None
+    jitter_seconds: int
     action: Action
     target: TargetOut | None
     payload: JsonValue
@@ -166,9 +291,9 @@ class ScheduleOut(BaseModel):
     breaker: BreakerOut
     state: ScheduleState
     paused_reason: str | None
-    next_run_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
+    next_run_at: UtcTimestamp | None
+    created_at: UtcTimestamp
+    updated_at: UtcTimestamp
     version: int
 
 
@@ -181,23 +306,27 @@ class ScheduleList(BaseModel):
     next_cursor: str | None
 
 
+class OccurrenceOut(BaseModel):
+    """An annotated occurrence (DESIGN.md §7a)."""
+
+    at: str = Field(description="local wall time with the zone's UTC offset")
+    utc: UtcTimestamp
+    dst: DstAnnotation | None = Field(
+        description="shifted: stands for wall time(s) that did not exist; first_pass / "
+        "second_pass: its wall time occurs twice that day; null: DST did not touch it"
+    )
+    due_at: UtcTimestamp | None = Field(
+        default=None, description="scheduled_for plus jitter; present only with jitter"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_due_at(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("due_at") is None:
+            data.pop("due_at", None)
+        return data
+
+
 class OccurrencesOut(BaseModel):
     timezone: str
-    items: list[str] = Field(description="local wall time with the zone's UTC offset")
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details (extension members vary by type)."""
-
-    model_config = ConfigDict(extra="allow")
-    type: str
-    title: str
-    status: int
-    detail: str | None = None
-
-
-def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` for error statuses: the Problem schema under `application/problem+json`,
-    the media type every error is sent with (FastAPI's `model=` files it under application/json)."""
-    content = {"application/problem+json": {"schema": Problem.model_json_schema()}}
-    return {s: {"description": HTTPStatus(s).phrase, "content": content} for s in statuses}
+    items: list[OccurrenceOut]

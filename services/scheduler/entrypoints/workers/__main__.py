@@ -49,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         runtime = WorkerRuntime(container, options=options)
         try:
-            await serve(runtime, host=args.host, port=args.port, grace_seconds=args.grace)
+            await serve(
+                runtime,
+                host=args.host,
+                port=args.port,
+                grace_seconds=args.grace,
+                limits=s.http_limits(),
+            )
         finally:
             await container.aclose()
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the workers: scheduling lag, queue depth, attempts by outcome."""
+"""Prometheus metrics of the workers: scheduling lag, queue depth, attempts by outcome, breaker
+trips by tenant."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ class WorkerMetrics:
         self.registry = registry
         self.lag = Histogram(
             "scheduler_run_lag_seconds",
-            "First attempt start minus scheduled_for, planned runs only.",
+            "First attempt start minus due_at (scheduled_for plus jitter), planned runs only.",
             buckets=LAG_BUCKETS,
             registry=registry,
         )
@@ -41,12 +42,22 @@ class WorkerMetrics:
         self.planned = Counter(
             "scheduler_runs_planned", "Run rows inserted by the planner.", registry=registry
         )
+        # Per tenant (the alert names who to call); only tenants whose breaker tripped appear.
+        self.breaker_trips = Counter(
+            "scheduler_breaker_trips",
+            "Schedules paused by the breaker, by tenant.",
+            ["tenant_id"],
+            registry=registry,
+        )
 
     def first_attempt_lag(self, seconds: float) -> None:
         self.lag.observe(max(seconds, 0.0))
 
     def attempt(self, outcome: str) -> None:
         self.attempts.labels(outcome=outcome).inc()
+
+    def breaker_tripped(self, tenant_id: str) -> None:
+        self.breaker_trips.labels(tenant_id=tenant_id).inc()
 
     def settled(self, count: int, lost: int) -> None:
         self.settled_runs.inc(count)

@@ -34,6 +34,7 @@ from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispat
 from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import TenantStatus
+from servicekit.watchdog import Watchdog
 from servicekit.worker import WorkerGroup, WorkerLoop
 from webhookdeliver import Deliverer
 
@@ -90,6 +91,7 @@ class WorkerRuntime:
             settings=d,
             tenants=tenants,
             observer=self.metrics,
+            max_lease_expiries=container.settings.max_lease_expiries,
         )
         self.planner = PlannerWorker(
             self.uows,
@@ -117,6 +119,10 @@ class WorkerRuntime:
             if self.options.retention
             else None
         )
+        self.watchdog = Watchdog(
+            step_timeout_seconds=container.settings.worker_step_timeout_seconds
+        )
+        """Every worker loop of this runtime (readyz: 503 while one is overdue)."""
         self._workers = self._group()
 
     @classmethod
@@ -144,7 +150,9 @@ class WorkerRuntime:
         """Entries with a stop hook end at stop(); the dispatcher drains within the grace; the
         relay and the queue-depth loop are side tasks, cancelled after the drain so that what
         the dispatcher settles meanwhile is still relayed."""
-        group = WorkerGroup(restart_delay_seconds=RESTART_DELAY_SECONDS, logger=log)
+        group = WorkerGroup(
+            restart_delay_seconds=RESTART_DELAY_SECONDS, logger=log, watchdog=self.watchdog
+        )
         if self.options.planner:
             group.add("planner", self.planner.run, stop=self.planner.stop)
         if self.options.dispatcher:

@@ -9,14 +9,20 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, DUE_STATUSES_SQL, LEASED_SQL, runs
+from scheduler.adapters.db.run_tables import (
+    DUE_RECHECK_SQL,
+    DUE_STATUSES_SQL,
+    LEASED_SQL,
+    delivery_attempts,
+    runs,
+)
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
 from scheduler.adapters.db.runs.sql_postgres import INDEX_PATHS_ONLY
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
-from scheduler.domain.run import Run, RunStatus
+from scheduler.domain.run import LOST_ATTEMPT_KIND, LOST_ATTEMPT_MESSAGE, Run, RunStatus
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
@@ -78,7 +84,9 @@ class Claims(RunSql):
                 .where(sa.text(DUE_STATUSES_SQL))
                 .where(runs.c.next_attempt_at <= now)
             )
-        claimed += await self._claim(chosen, owner, now, lease_until)
+        claimed += await self._claim(
+            runs.c.id.in_(chosen.scalar_subquery()), owner, now, lease_until
+        )
         if len(claimed) < limit:
             # Another replica locked some of the fair choice: fall back to the oldest due runs
             # nobody holds, so replicas never idle while work is due.
@@ -90,35 +98,89 @@ class Claims(RunSql):
                 .limit(limit - len(claimed))
                 .with_for_update(skip_locked=True)
             )
-            claimed += await self._claim(oldest, owner, now, lease_until)
-        if len(claimed) < limit:
-            # Runs whose worker died: their lease expired while in_progress.
-            expired = (
-                sa.select(runs.c.id)
-                .where(sa.text(LEASED_SQL))
-                .where(runs.c.lease_expires_at <= now)
-                .order_by(runs.c.lease_expires_at)
-                .limit(limit - len(claimed))
-                .with_for_update(skip_locked=True)
+            claimed += await self._claim(
+                runs.c.id.in_(oldest.scalar_subquery()), owner, now, lease_until
             )
-            claimed += await self._claim(expired, owner, now, lease_until)
+        if len(claimed) < limit:
+            claimed += await self._reclaim_expired(owner, now, lease_until, limit - len(claimed))
         return claimed
 
-    async def _claim(
-        self, ids: sa.Select[Any], owner: str, now: datetime, lease_until: datetime
+    async def _reclaim_expired(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]:
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.id.in_(ids.scalar_subquery()))
-            .values(
-                status=RunStatus.IN_PROGRESS.value,
-                lease_owner=owner,
-                lease_expires_at=lease_until,
-                next_attempt_at=None,
-                started_at=sa.func.coalesce(runs.c.started_at, sa.literal(now, UTCDateTime())),
-            )
-            .returning(*runs.c)
+        """Runs whose worker died: their lease expired while in_progress. The attempt that
+        worker was making is counted and recorded as lost (domain/run.py, "Lost attempts"), so
+        the next one goes out as the next X-Attempt, and `lease_expiries` says how often that
+        happened. One statement when nothing expired (the common case); four otherwise."""
+        expired = (
+            sa.select(runs.c.id, runs.c.next_attempt_at, runs.c.lease_expires_at)
+            .where(sa.text(LEASED_SQL))
+            .where(runs.c.lease_expires_at <= now)
+            .order_by(runs.c.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
         )
+        lost = {r.id: r for r in await self.conn.execute(expired)}
+        if not lost:
+            return []
+        taken = await self._claim(
+            self._in(runs.c.id, sorted(lost)), owner, now, lease_until, count_lost_attempt=True
+        )
+        attempts: list[dict[str, Any]] = []
+        for run in taken:
+            row = lost[run.id]
+            attempts.append(
+                {
+                    "run_id": run.id,
+                    "number": run.attempt_count,
+                    # Its claim time; a run claimed before claims stored it: its lease's end.
+                    "started_at": as_datetime(row.next_attempt_at)
+                    or as_datetime(row.lease_expires_at)
+                    or now,
+                    "duration_ms": 0,  # unknown: nothing came back
+                    "status_code": None,
+                    "error_kind": LOST_ATTEMPT_KIND,
+                    "error_message": LOST_ATTEMPT_MESSAGE,
+                    "response_excerpt": None,
+                }
+            )
+        if not attempts:
+            return taken
+        # A number already taken means the attempt is recorded: never fail the claim on it.
+        insert = self._insert(delivery_attempts).on_conflict_do_nothing()
+        await self.conn.execute(insert, attempts)
+        expiries = (
+            sa.select(delivery_attempts.c.run_id, sa.func.count())
+            .where(self._in(delivery_attempts.c.run_id, [r.id for r in taken]))
+            .where(delivery_attempts.c.error_kind == LOST_ATTEMPT_KIND)
+            .group_by(delivery_attempts.c.run_id)
+        )
+        counts = {str(i): int(n) for i, n in await self.conn.execute(expiries)}
+        for run in taken:
+            run.lease_expiries = counts.get(run.id, 0)
+        return taken
+
+    async def _claim(
+        self,
+        which: sa.ColumnElement[bool],
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        *,
+        count_lost_attempt: bool = False,
+    ) -> list[Run]:
+        # next_attempt_at holds the claim time while in_progress: a lost attempt's start.
+        at = sa.literal(now, UTCDateTime())
+        values: dict[str, Any] = {
+            "status": RunStatus.IN_PROGRESS.value,
+            "lease_owner": owner,
+            "lease_expires_at": lease_until,
+            "next_attempt_at": at,
+            "started_at": sa.func.coalesce(runs.c.started_at, at),
+        }
+        if count_lost_attempt:
+            values["attempt_count"] = runs.c.attempt_count + 1
+        stmt = sa.update(runs).where(which).values(**values).returning(*runs.c)
         result = await self.conn.execute(stmt)
         return [row_to_run(r) for r in result]
 
@@ -153,7 +215,8 @@ class Claims(RunSql):
                 tenant_id=r.tenant_id,
                 name=r.name,
                 action=Action(r.action),
-                active=r.state == ScheduleState.ACTIVE.value,
+                # A completed schedule's runs already planned finish normally (DESIGN §7a).
+                active=r.state != ScheduleState.PAUSED.value,
                 deleted=r.deleted_at is not None,
                 target=None if r.target is None else Target(**r.target),
                 retry_policy=RetryPolicy(**r.retry_policy),

@@ -12,9 +12,9 @@ from scheduler.adapters.db.run_tables import UNFINISHED_SQL, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
 from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
-from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
+from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run
-from scheduler.service_layer.run_ports import ScheduleToPlan
+from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
 
 class PlannerQueries(RunSql):
@@ -29,6 +29,13 @@ class PlannerQueries(RunSql):
                 schedules.c.overlap_policy,
                 schedules.c.next_run_at,
                 schedules.c.payload,
+                schedules.c.dst_policy,
+                schedules.c.start_at,
+                schedules.c.end_at,
+                schedules.c.max_runs,
+                schedules.c.run_at,
+                schedules.c.jitter_seconds,
+                schedules.c.planned_runs,
             )
             .where(sa.text(ACTIVE_LIVE_SQL))
             .where(schedules.c.next_run_at <= horizon)
@@ -47,6 +54,13 @@ class PlannerQueries(RunSql):
                 overlap_policy=OverlapPolicy(r.overlap_policy),
                 next_run_at=r.next_run_at,
                 payload=r.payload,
+                dst_policy=DstPolicy(r.dst_policy),
+                start_at=r.start_at,
+                end_at=r.end_at,
+                max_runs=r.max_runs,
+                run_at=r.run_at,
+                jitter_seconds=r.jitter_seconds,
+                planned_runs=r.planned_runs,
             )
             for r in result
         ]
@@ -69,11 +83,24 @@ class PlannerQueries(RunSql):
         result = await self.conn.execute(stmt, [run_to_row(r) for r in new_runs])
         return len(result.all())
 
-    async def set_next_run_at(self, updates: Sequence[tuple[str, datetime | None]]) -> None:
+    async def set_next_run_at(self, updates: Sequence[PlanUpdate]) -> None:
         if not updates:
             return
-        stmt = sa.update(schedules).where(schedules.c.id == sa.bindparam("b_id"))
-        await self.conn.execute(stmt, [{"b_id": i, "next_run_at": t} for i, t in updates])
+        stmt = (
+            sa.update(schedules)
+            .where(schedules.c.id == sa.bindparam("b_id"))
+            .values(
+                next_run_at=sa.bindparam("b_next"),
+                planned_runs=schedules.c.planned_runs + sa.bindparam("b_planned", type_=sa.Integer),
+            )
+        )
+        await self.conn.execute(
+            stmt,
+            [
+                {"b_id": u.schedule_id, "b_next": u.next_run_at, "b_planned": u.planned}
+                for u in updates
+            ],
+        )
 
     async def next_schedule_due_at(self) -> datetime | None:
         # ORDER BY ... LIMIT 1, not min(): with stale statistics PostgreSQL aggregated min()

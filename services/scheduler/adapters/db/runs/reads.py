@@ -1,14 +1,19 @@
-"""The runs API's reads: one run, a page of a schedule's runs, a run's attempts."""
+"""Reads of stored runs: one run, a page of a schedule's or of the tenant's runs, a run's attempts
+(the runs API), and the attempts' summed durations of retried runs (the dispatcher, for the run
+events)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import row_to_run
+from scheduler.adapters.db.tables import schedules
 from scheduler.domain.run import Attempt, Run
 from scheduler.service_layer.run_ports import RunPageFilter
 
@@ -24,6 +29,16 @@ class RunReads(RunSql):
         row = (await self.conn.execute(q)).first()
         return None if row is None else row_to_run(row)
 
+    async def delivery_ms_of(self, run_ids: Sequence[str]) -> dict[str, int]:
+        if not run_ids:
+            return {}
+        q = (
+            sa.select(delivery_attempts.c.run_id, sa.func.sum(delivery_attempts.c.duration_ms))
+            .where(self._in(delivery_attempts.c.run_id, sorted(set(run_ids))))
+            .group_by(delivery_attempts.c.run_id)
+        )
+        return {str(r): int(ms or 0) for r, ms in (await self.conn.execute(q)).all()}
+
     async def list_runs(
         self,
         tenant_id: str,
@@ -34,22 +49,18 @@ class RunReads(RunSql):
         filters: RunPageFilter,
     ) -> list[Run]:
         q = sa.select(runs).where(runs.c.schedule_id == schedule_id)
-        q = q.where(runs.c.tenant_id == tenant_id)
-        if filters.status is not None:
-            q = q.where(runs.c.status == filters.status.value)
-        if filters.scheduled_from is not None:
-            q = q.where(runs.c.scheduled_for >= filters.scheduled_from)
-        if filters.scheduled_to is not None:
-            q = q.where(runs.c.scheduled_for < filters.scheduled_to)
-        if before is not None:
-            at, last_id = before
-            q = q.where(
-                sa.or_(
-                    runs.c.scheduled_for < at,
-                    sa.and_(runs.c.scheduled_for == at, runs.c.id < last_id),
-                )
-            )
-        q = q.order_by(runs.c.scheduled_for.desc(), runs.c.id.desc()).limit(limit)
+        q = _page(q.where(runs.c.tenant_id == tenant_id), limit, before, filters)
+        return [row_to_run(r) for r in await self.conn.execute(q)]
+
+    async def list_tenant_runs(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None,
+        filters: RunPageFilter,
+    ) -> list[Run]:
+        q = tenant_runs_query(tenant_id, limit=limit, before=before, filters=filters)
         return [row_to_run(r) for r in await self.conn.execute(q)]
 
     async def attempts_of(self, run_id: str) -> list[Attempt]:
@@ -59,3 +70,85 @@ class RunReads(RunSql):
             .order_by(delivery_attempts.c.number)
         )
         return [Attempt(**dict(r._mapping)) for r in await self.conn.execute(q)]
+
+    async def count_runs_by_bucket(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        *,
+        start: datetime,
+        end: datetime,
+        bucket: Literal["hour", "day"],
+    ) -> list[tuple[str, str, int]]:
+        key = self._utc_bucket(bucket).label("bucket")
+        q = (
+            sa.select(key, runs.c.status, sa.func.count())
+            .where(runs.c.schedule_id == schedule_id)
+            .where(runs.c.scheduled_for >= start)
+            .where(runs.c.scheduled_for < end)
+            .where(runs.c.tenant_id == tenant_id)
+            .group_by(key, runs.c.status)
+        )
+        return [(str(b), str(st), int(n)) for b, st, n in await self.conn.execute(q)]
+
+    async def last_run(self, tenant_id: str, schedule_id: str) -> Run | None:
+        q = (
+            sa.select(runs)
+            .where(runs.c.schedule_id == schedule_id)
+            .where(runs.c.tenant_id == tenant_id)
+            .order_by(runs.c.scheduled_for.desc(), runs.c.id.desc())
+            .limit(1)
+        )
+        row = (await self.conn.execute(q)).first()
+        return None if row is None else row_to_run(row)
+
+    def _utc_bucket(self, bucket: Literal["hour", "day"]) -> sa.ColumnElement[str]:
+        """The same text key on both dialects: SQLite stores UTC text (types.py), whose prefix
+        is the bucket; PostgreSQL formats the instant in UTC."""
+        if self.is_postgres:
+            fmt = 'YYYY-MM-DD"T"HH24' if bucket == "hour" else "YYYY-MM-DD"
+            utc = sa.func.timezone("UTC", runs.c.scheduled_for)
+            return sa.func.to_char(utc, fmt, type_=sa.String)
+        return sa.func.substr(runs.c.scheduled_for, 1, 13 if bucket == "hour" else 10, type_=sa.String)
+
+
+def tenant_runs_query(
+    tenant_id: str, *, limit: int, before: tuple[datetime, str] | None, filters: RunPageFilter
+) -> sa.Select[Any]:
+    """Read off ix_runs_tenant_scheduled newest first; each row's schedule is one primary-key
+    probe (runs of deleted schedules stay until retention but are not listed, as per schedule)."""
+    live = (
+        sa.select(schedules.c.id)
+        .where(schedules.c.id == runs.c.schedule_id)
+        .where(schedules.c.tenant_id == tenant_id)
+        .where(schedules.c.deleted_at.is_(None))
+    )
+    q = sa.select(runs).where(runs.c.tenant_id == tenant_id).where(live.exists())
+    if filters.schedule_id is not None:
+        q = q.where(runs.c.schedule_id == filters.schedule_id)
+    return _page(q, limit, before, filters)
+
+
+def _page(
+    q: sa.Select[Any], limit: int, before: tuple[datetime, str] | None, filters: RunPageFilter
+) -> sa.Select[Any]:
+    """The filters, the keyset cursor and the order both run lists share."""
+    if filters.status is not None:
+        q = q.where(runs.c.status == filters.status.value)
+    if filters.trigger is not None:
+        q = q.where(runs.c.trigger == filters.trigger.value)
+    if filters.scheduled_from is not None:
+        q = q.where(runs.c.scheduled_for >= filters.scheduled_from)
+    if filters.scheduled_to is not None:
+        q = q.where(runs.c.scheduled_for < filters.scheduled_to)
+    if before is not None:
+        at, last_id = before
+        # The plain `<=` bound is redundant with the OR but is what an index range can use, so
+        # a deep page starts at the cursor instead of filtering every newer row.
+        q = q.where(runs.c.scheduled_for <= at).where(
+            sa.or_(
+                runs.c.scheduled_for < at,
+                sa.and_(runs.c.scheduled_for == at, runs.c.id < last_id),
+            )
+        )
+    return q.order_by(runs.c.scheduled_for.desc(), runs.c.id.desc()).limit(limit)

@@ -27,6 +27,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "lease_expires_at": run.lease_expires_at,
         "payload": run.payload,
         "created_at": run.created_at,
+        "due_at": run.due_at,
     }
 
 
@@ -48,6 +49,7 @@ def row_to_run(row: Any) -> Run:
         payload=m["payload"],
         lease_owner=m["lease_owner"],
         lease_expires_at=m["lease_expires_at"],
+        due_at=m.get("due_at"),
     )
 
 

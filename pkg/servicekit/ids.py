@@ -1,4 +1,5 @@
-"""Identifiers: `prefix_` + 26 Crockford base32 characters (ULID layout), e.g. `run_01J9...`.
+"""Identifiers of both services: `prefix_` + 26 Crockford base32 characters (ULID layout), e.g.
+`run_01J9...`, `sch_…`, `sub_…`, `dlv_…`, `evt_…`, `ntf_…`. Pure (no I/O), so domains may use it.
 
 A ULID is 48 bits of milliseconds since the Unix epoch followed by 80 random bits, so ids sort by
 creation time as plain strings (the run list's cursor and index can rely on it). The time part only

@@ -1,0 +1,102 @@
+"""Request body cap for both APIs (pure ASGI middleware).
+
+A body above `limit` bytes is refused with 413 problem+json: from `Content-Length` before the app
+runs, or, for chunked uploads, as soon as the streamed bytes pass the limit. The middleware sends
+that 413 itself, so both services answer the same bytes whatever their exception handlers do, and
+an endpoint never buffers more than the limit. `Connection: close` makes the server drop the rest
+of the upload instead of reading it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
+
+DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from `receive` past the limit: FastAPI re-raises HTTPExceptions from body parsing
+    (any other error would become a 400), and the 413 is already on the wire by then."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than {limit} bytes")
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if _declared_length(scope) > self.limit:
+            await _send_problem(send, self.limit)
+            return
+        seen = 0
+        started = refused = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    if not started and not refused:
+                        refused = True
+                        await _send_problem(send, self.limit)
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # our 413 went out; the app's rendering of BodyTooLarge is dropped
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except BodyTooLarge:
+            if not refused:
+                raise
+
+
+def _declared_length(scope: Scope) -> int:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return -1  # the server refuses a malformed length itself
+    return -1
+
+
+async def _send_problem(send: Send, limit: int) -> None:
+    body = json.dumps(
+        {
+            "type": f"{TYPE_PREFIX}payload-too-large",
+            "title": "Content Too Large",
+            "status": 413,
+            "detail": f"request body larger than {limit} bytes",
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,143 @@
+"""The one async engine factory of both services: every database call is bounded, and no bound
+SQL parameter is ever part of an error message.
+
+PostgreSQL (asyncpg) gets a bound on each stage of a call:
+
+- connect: `connect_timeout_seconds` for the TCP connect plus the startup handshake;
+- pool checkout: `pool_timeout_seconds` waiting for a free connection;
+- every round trip (query, prepare, BEGIN/COMMIT, the pre-ping): asyncpg's `command_timeout`,
+  `command_timeout_seconds`, which also ends a call on a connection that hangs (open, silent);
+- server side (`server_settings`): `statement_timeout`, `lock_timeout` and
+  `idle_in_transaction_session_timeout`, so the server cancels a slow statement first (with a
+  clean error) and frees what a vanished client left behind; TCP keepalives let it notice a dead
+  peer within about a minute.
+
+SQLite has no network to hang: its connect timeout is its busy timeout (`SQLITE_BUSY_SECONDS`,
+waiting for another writer), and checkout waits at most `pool_timeout_seconds` (with a single
+connection, which is the write lock, at least `SQLITE_BUSY_SECONDS`).
+
+`hide_parameters=True` keeps bound values out of SQLAlchemy's error messages (a failing insert
+would otherwise print the tenant's header values and ciphertexts); `servicekit.logging` renders
+database errors without their driver messages too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+SQLITE_BUSY_SECONDS = 30.0
+"""How long a SQLite connection waits for another writer's lock before "database is locked"."""
+MIGRATION_STATEMENT_SECONDS = 1800.0
+"""Statement bound of migrations (an index build or a backfill may take minutes)."""
+_KEEPALIVE = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10"}
+_KEEPALIVE_COUNT = "3"
+
+
+@dataclass(frozen=True)
+class DatabaseBounds:
+    """Time bounds of every database call (seconds; 0 for the server-side ones disables them)."""
+
+    connect_timeout_seconds: float = 5.0
+    command_timeout_seconds: float = 20.0
+    """Client-side bound of one round trip; above the statement timeout so that a merely slow
+    statement is cancelled by the server (a clean error) before the client gives up."""
+    statement_timeout_seconds: float = 15.0
+    lock_timeout_seconds: float = 10.0
+    idle_in_transaction_timeout_seconds: float = 60.0
+    pool_timeout_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if min(self.connect_timeout_seconds, self.command_timeout_seconds) <= 0:
+            raise ValueError("connect and command timeouts must be > 0")
+        if self.pool_timeout_seconds <= 0:
+            raise ValueError("pool_timeout_seconds must be > 0")
+        server = (
+            self.statement_timeout_seconds,
+            self.lock_timeout_seconds,
+            self.idle_in_transaction_timeout_seconds,
+        )
+        if min(server) < 0:
+            raise ValueError("server-side timeouts must be >= 0")
+
+    def for_migrations(self) -> DatabaseBounds:
+        """Migrations keep the connect, lock and checkout bounds but may run long statements."""
+        statement = max(self.statement_timeout_seconds, MIGRATION_STATEMENT_SECONDS)
+        return replace(
+            self,
+            statement_timeout_seconds=statement,
+            command_timeout_seconds=max(self.command_timeout_seconds, statement + 30.0),
+        )
+
+    def server_settings(self) -> dict[str, str]:
+        """PostgreSQL session settings (milliseconds, as strings, for asyncpg)."""
+
+        def ms(seconds: float) -> str:
+            return str(round(seconds * 1000))
+
+        return {
+            "statement_timeout": ms(self.statement_timeout_seconds),
+            "lock_timeout": ms(self.lock_timeout_seconds),
+            "idle_in_transaction_session_timeout": ms(self.idle_in_transaction_timeout_seconds),
+            **_KEEPALIVE,
+            "tcp_keepalives_count": _KEEPALIVE_COUNT,
+        }
+
+
+def create_bounded_engine(
+    url: str,
+    bounds: DatabaseBounds | None = None,
+    *,
+    pool_size: int = 10,
+    sqlite_single_connection: bool = False,
+    sqlite_pragmas: Sequence[str] = (),
+) -> AsyncEngine:
+    """An AsyncEngine for `url` with `bounds` on every call. SQLite: WAL and foreign keys on,
+    plus `sqlite_pragmas` ("synchronous=NORMAL"); `sqlite_single_connection` gives the pool one
+    connection, so that every transaction queues for it (a single writer)."""
+    bounds = bounds or DatabaseBounds()
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {
+        "hide_parameters": True,
+        "pool_timeout": bounds.pool_timeout_seconds,
+    }
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite:
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        if sqlite_single_connection:
+            # The one connection is the write lock: waiting for it is waiting for the writer,
+            # bounded like SQLite's own busy wait.
+            kwargs.update(
+                pool_size=1,
+                max_overflow=0,
+                pool_timeout=max(bounds.pool_timeout_seconds, SQLITE_BUSY_SECONDS),
+            )
+        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_SECONDS}
+    else:
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+        if parsed.get_driver_name() == "asyncpg":
+            kwargs["connect_args"] = {
+                "timeout": bounds.connect_timeout_seconds,
+                "command_timeout": bounds.command_timeout_seconds,
+                "server_settings": bounds.server_settings(),
+            }
+    engine = create_async_engine(url, **kwargs)
+    if sqlite:
+        pragmas = ("journal_mode=WAL", "foreign_keys=ON", *sqlite_pragmas)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            for pragma in pragmas:
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
+
+    return engine

@@ -1,0 +1,212 @@
+"""A schedule's timing (DESIGN.md §7a): a recurrence or a one-shot instant, its DST policy,
+bounds, run limit and jitter. Pure: every instant comes in as an argument.
+
+- `cron` or `run_at`, exactly one. A one-shot (`run_at`) has exactly one occurrence, at that
+  instant (whole seconds).
+- `start_at`: no occurrence before it; `end_at`: none after it; `max_runs`: at most that many
+  planned occurrences (skipped ones included; the schedule counts them in `planned_runs`).
+- `jitter_seconds`: a run's `due_at` = `scheduled_for` + an offset in [0, jitter_seconds] whole
+  seconds, a hash of (schedule id, scheduled_for) only, so every planner, re-plan and restart
+  computes the same instant. At most min(MAX_JITTER_SECONDS, the smallest gap - 1), so a run's
+  due instant never passes the next occurrence.
+
+`check_timing` raises `InvalidTiming` naming the field, for the API's 422s; `CompiledTiming`
+answers occurrences within the bounds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from scheduler.domain.expression import InvalidScheduleExpression, load_zone
+from scheduler.domain.occurrences import Recurrence
+from scheduler.domain.policies import DstAnnotation, DstPolicy
+
+MAX_JITTER_SECONDS = 3600
+# A one-shot's run_at may lie this far in the past (a request that took a moment still fires);
+# further back is a mistake the API refuses.
+RUN_AT_PAST_GRACE = timedelta(seconds=60)
+_JUST_BEFORE = timedelta(microseconds=1)
+
+
+class InvalidTiming(ValueError):
+    """Timing fields that cannot be scheduled; names the field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Timing:
+    timezone: str
+    cron: str | None = None
+    run_at: datetime | None = None
+    dst_policy: DstPolicy = DstPolicy.SHIFT
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    jitter_seconds: int = 0
+
+    def compile(self) -> CompiledTiming:
+        """Parse the expression and zone; raises InvalidTiming (field cron, run_at or timezone)."""
+        if (self.cron is None) == (self.run_at is None):
+            raise InvalidTiming("cron", "give exactly one of cron and run_at")
+        try:
+            if self.cron is not None:
+                recurrence = Recurrence.parse(self.cron, self.timezone, self.dst_policy)
+                return CompiledTiming(self, recurrence)
+            load_zone(self.timezone)
+        except InvalidScheduleExpression as exc:
+            field = "timezone" if exc.field == "timezone" else "cron"
+            raise InvalidTiming(field, str(exc)) from None
+        return CompiledTiming(self, None)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+class CompiledTiming:
+    """Occurrences of a Timing within its bounds. Immutable; safe to share and cache."""
+
+    __slots__ = ("_end", "_run_at", "_start", "recurrence", "timing")
+
+    def __init__(self, timing: Timing, recurrence: Recurrence | None) -> None:
+        self.timing = timing
+        self.recurrence = recurrence
+        self._start = _utc(timing.start_at)
+        self._end = _utc(timing.end_at)
+        run_at = _utc(timing.run_at)
+        self._run_at = None if run_at is None else run_at.replace(microsecond=0)
+
+    def iter_after(self, after: datetime, planned_runs: int = 0) -> Iterator[datetime]:
+        """Occurrences strictly after `after` within the bounds, given `planned_runs` already
+        planned (for max_runs). Datetimes in the schedule's zone."""
+        left = None if self.timing.max_runs is None else self.timing.max_runs - planned_runs
+        if left is not None and left <= 0:
+            return
+        after = after.astimezone(UTC)
+        if self._start is not None and after < self._start:
+            after = self._start - _JUST_BEFORE  # the engine floors to whole seconds
+        zone = load_zone(self.timing.timezone)
+        if self.recurrence is None:
+            candidates: Iterator[datetime] = iter(
+                [self._run_at.astimezone(zone)]
+                if self._run_at is not None and self._run_at > after
+                else []
+            )
+        else:
+            candidates = self.recurrence.iter_after(after)
+        for occurrence in candidates:
+            if self._end is not None and occurrence > self._end:
+                return
+            yield occurrence
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+    def next_after(self, after: datetime, planned_runs: int = 0) -> datetime | None:
+        return next(self.iter_after(after, planned_runs), None)
+
+    def first_after(self, now: datetime, planned_runs: int = 0) -> datetime | None:
+        """The next occurrence to plan from `now` on create, PATCH or resume: a one-shot whose
+        run_at lies within RUN_AT_PAST_GRACE before `now` still fires."""
+        since = now - RUN_AT_PAST_GRACE if self.recurrence is None else now
+        return self.next_after(since, planned_runs)
+
+    def annotate(self, occurrence: datetime) -> DstAnnotation | None:
+        return None if self.recurrence is None else self.recurrence.annotate(occurrence)
+
+    def min_interval_seconds(self, since: datetime | None = None) -> int | None:
+        """The smallest gap between occurrences (None for a one-shot: it has no gap)."""
+        return None if self.recurrence is None else self.recurrence.min_interval_seconds(since)
+
+    def due_at(self, schedule_id: str, scheduled_for: datetime) -> datetime:
+        """`scheduled_for` plus this schedule's deterministic jitter offset."""
+        return scheduled_for + timedelta(
+            seconds=jitter_offset(schedule_id, scheduled_for, self.timing.jitter_seconds)
+        )
+
+
+def jitter_offset(schedule_id: str, scheduled_for: datetime, jitter_seconds: int) -> int:
+    """Whole seconds in [0, jitter_seconds], from (schedule id, scheduled_for as a UTC instant)
+    only: the same on every replica, after a re-plan and across restarts."""
+    if jitter_seconds <= 0:
+        return 0
+    instant = int(scheduled_for.timestamp())
+    digest = hashlib.sha256(f"{schedule_id}|{instant}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (jitter_seconds + 1)
+
+
+def check_timing(
+    timing: Timing, now: datetime, *, planned_runs: int = 0, new: bool = True
+) -> CompiledTiming:
+    """Every rule of DESIGN.md §7a that the request shape cannot express; raises InvalidTiming
+    naming the field. `new`: the timing fields were given or changed in this request (then bounds
+    that leave no occurrence are refused; an unrelated edit of a completed schedule is not)."""
+    for name in ("run_at", "start_at", "end_at"):
+        value = getattr(timing, name)
+        if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+            raise InvalidTiming(name, "needs an offset or Z (RFC 3339)")
+    compiled = timing.compile()
+    if timing.max_runs is not None and timing.max_runs < 1:
+        raise InvalidTiming("max_runs", "must be at least 1")
+    if timing.jitter_seconds < 0:
+        raise InvalidTiming("jitter_seconds", "must be at least 0")
+    if (
+        timing.start_at is not None
+        and timing.end_at is not None
+        and timing.end_at <= timing.start_at
+    ):
+        raise InvalidTiming("end_at", "must be after start_at")
+    if new and timing.run_at is not None and timing.run_at < now - RUN_AT_PAST_GRACE:
+        raise InvalidTiming("run_at", f"is more than {RUN_AT_PAST_GRACE.seconds} s in the past")
+    if new and compiled.first_after(now, planned_runs) is None:
+        if timing.run_at is not None:
+            field = "run_at"
+        elif timing.max_runs is not None and planned_runs >= timing.max_runs:
+            field = "max_runs"
+        else:
+            field = "end_at" if timing.end_at is not None else "cron"
+        raise InvalidTiming(field, "leaves no occurrence after now within start_at and end_at")
+    if timing.jitter_seconds > 0:
+        gap = compiled.min_interval_seconds(since=now)
+        ceiling = MAX_JITTER_SECONDS if gap is None else min(MAX_JITTER_SECONDS, gap - 1)
+        if timing.jitter_seconds > ceiling:
+            why = "" if gap is None else f" (the schedule's smallest gap is {gap} s)"
+            raise InvalidTiming("jitter_seconds", f"must be at most {ceiling}{why}")
+    return compiled
+
+
+@dataclass(frozen=True)
+class AnnotatedOccurrence:
+    """One item of a preview (DESIGN.md §7a): the occurrence in the schedule's zone, how DST
+    touched it, and its due instant when the schedule has jitter (else None)."""
+
+    at: datetime
+    dst: DstAnnotation | None
+    due_at: datetime | None
+
+
+def annotated_occurrences(
+    compiled: CompiledTiming,
+    *,
+    schedule_id: str,
+    after: datetime,
+    count: int,
+    planned_runs: int = 0,
+) -> list[AnnotatedOccurrence]:
+    out: list[AnnotatedOccurrence] = []
+    jitter = compiled.timing.jitter_seconds > 0
+    for occurrence in compiled.iter_after(after, planned_runs):
+        if len(out) >= count:
+            break
+        due = compiled.due_at(schedule_id, occurrence) if jitter else None
+        out.append(AnnotatedOccurrence(occurrence, compiled.annotate(occurrence), due))
+    return out

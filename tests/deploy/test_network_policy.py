@@ -1,0 +1,186 @@
+"""The one NetworkPolicy of the pods that call tenant endpoints (ADR 0040) and the SSRF guard in
+pkg/webhookdeliver/addresses.py are two guards over the same decision; these tests make them
+agree: the IPv4 excepts are exactly the guard's deny table, nothing the guard refuses is allowed
+by the policy (IPv6 included), and the policy opens only 80/443 to the internet, DNS to the
+cluster resolver, PostgreSQL and Kafka by selector, and ingress from the gateway and Prometheus."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+import pytest
+
+from tests.deploy.rendered import OVERLAYS, Doc, named, of_kind, render
+from webhookdeliver.addresses import (
+    FORBIDDEN_IPV4_NETWORKS,
+    FORBIDDEN_IPV6_NETWORKS,
+    forbidden_reason,
+)
+
+WEBHOOK_POD_LABEL = ("scheduler-platform/egress", "webhooks")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _selects(policy: Doc, labels: dict[str, str]) -> bool:
+    selector: dict[str, str] = policy["spec"]["podSelector"].get("matchLabels", {})
+    return selector.items() <= labels.items()
+
+
+def _ip_blocks(policy: Doc) -> Iterator[tuple[Doc, Doc]]:
+    """(rule, ipBlock) of every egress peer that is an ipBlock."""
+    for rule in policy["spec"].get("egress", []):
+        for peer in rule.get("to", []):
+            if "ipBlock" in peer:
+                yield rule, peer["ipBlock"]
+
+
+def _allows(policy: Doc, address: str) -> bool:
+    """Whether some ipBlock of the policy admits `address` (on any port)."""
+    ip = ipaddress.ip_address(address)
+    for _, block in _ip_blocks(policy):
+        cidr = ipaddress.ip_network(block["cidr"])
+        if ip.version != cidr.version or ip not in cidr:
+            continue
+        if not any(ip in ipaddress.ip_network(e) for e in block.get("except", [])):
+            return True
+    return False
+
+
+def _edges(net: Network) -> list[str]:
+    """The first and last address of a network and their outside neighbours."""
+    first, last = int(net.network_address), int(net.broadcast_address)
+    top = 2**net.max_prefixlen - 1
+    cls = ipaddress.IPv4Address if net.version == 4 else ipaddress.IPv6Address
+    return [str(cls(n)) for n in (first - 1, first, last, last + 1) if 0 <= n <= top]
+
+
+PUBLIC = ["1.1.1.1", "8.8.8.8", "93.184.215.14", "2606:4700:4700::1111", "2a00:1450:4001::200e"]
+SAMPLES = (
+    PUBLIC
+    + [
+        a
+        for nets in (FORBIDDEN_IPV4_NETWORKS, FORBIDDEN_IPV6_NETWORKS)
+        for n, _ in nets
+        for a in _edges(n)
+    ]
+    + ["::ffff:10.0.0.1", "64:ff9b::a00:1", "fd00:ec2::254", "fe80::1", "::1", "100.100.100.200"]
+)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_one_policy_selects_both_webhook_delivering_workloads(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    policies = of_kind(docs, "NetworkPolicy")
+    # default-deny selects every pod and opens nothing; besides it, exactly one policy each.
+    deny = named(docs, "NetworkPolicy", "default-deny")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    chosen = {}
+    for name in ("scheduler-worker", "notification", "scheduler-api"):
+        labels = named(docs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        selecting = [
+            p["metadata"]["name"] for p in policies if p is not deny and _selects(p, labels)
+        ]
+        assert len(selecting) == 1, (name, selecting)
+        chosen[name] = selecting[0]
+        assert (WEBHOOK_POD_LABEL in labels.items()) == (name != "scheduler-api")
+    assert chosen["scheduler-worker"] == chosen["notification"] == "webhook-egress"
+    assert chosen["scheduler-api"] != "webhook-egress"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_ipv4_excepts_are_exactly_the_guards_deny_table(overlay: str) -> None:
+    for policy in of_kind(render(f"overlays/{overlay}"), "NetworkPolicy"):
+        for _, block in _ip_blocks(policy):
+            if ipaddress.ip_network(block["cidr"]).version != 4:
+                continue
+            assert block["cidr"] == "0.0.0.0/0"
+            excepts = {ipaddress.ip_network(e) for e in block["except"]}
+            assert excepts == {n for n, _ in FORBIDDEN_IPV4_NETWORKS}, policy["metadata"]["name"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_ipv6_admits_nothing_the_guard_refuses(overlay: str) -> None:
+    for policy in of_kind(render(f"overlays/{overlay}"), "NetworkPolicy"):
+        for _, block in _ip_blocks(policy):
+            cidr = ipaddress.ip_network(block["cidr"])
+            if cidr.version != 6:
+                continue
+            excepts = [ipaddress.IPv6Network(e) for e in block["except"]]
+            for net, why in FORBIDDEN_IPV6_NETWORKS:
+                inside = net.overlaps(cidr)
+                assert not inside or any(net.subnet_of(e) for e in excepts), (net, why)
+            # Each except is something the guard refuses (at least in part: 6to4 is refused
+            # whole here, the guard judges the IPv4 address it embeds).
+            for e in excepts:
+                assert forbidden_reason(e.network_address) is not None or str(e) == "2002::/16"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("address", SAMPLES)
+def test_policy_and_guard_agree_on_each_address(overlay: str, address: str) -> None:
+    policy = named(render(f"overlays/{overlay}"), "NetworkPolicy", "webhook-egress")
+    guard_allows = forbidden_reason(address) is None
+    policy_allows = _allows(policy, address)
+    if ipaddress.ip_address(address).version == 4:
+        assert policy_allows == guard_allows, address
+    else:
+        # IPv6: the policy may be stricter (NAT64, 6to4 are refused whole), never looser.
+        assert guard_allows or not policy_allows, address
+    if address in PUBLIC:
+        assert policy_allows, f"{address} is a public endpoint a tenant may use"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_egress_is_web_ports_dns_database_and_kafka_only(overlay: str) -> None:
+    policy = named(render(f"overlays/{overlay}"), "NetworkPolicy", "webhook-egress")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    seen = set()
+    for rule in policy["spec"]["egress"]:
+        ports = {(p["protocol"], p["port"]) for p in rule["ports"]}
+        peers = rule["to"]
+        if all("ipBlock" in p for p in peers):
+            assert ports == {("TCP", 80), ("TCP", 443)}
+            seen.add("internet")
+            continue
+        # Every other peer is a namespace AND pod selector (never a bare namespace or address).
+        for peer in peers:
+            assert set(peer) == {"namespaceSelector", "podSelector"}, peer
+            assert peer["podSelector"]["matchLabels"]
+        (peer,) = peers
+        namespace = peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        if ports == {("UDP", 53), ("TCP", 53)}:
+            assert namespace == "kube-system"
+            assert peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+            seen.add("dns")
+        elif ports == {("TCP", 5432)}:
+            seen.add("postgres")
+        elif ports == {("TCP", 9092)}:
+            seen.add("kafka")
+        else:
+            raise AssertionError(f"unexpected egress rule {rule}")
+    assert seen == {"internet", "dns", "postgres", "kafka"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_ingress_only_from_the_gateway_and_the_scraper(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    policy = named(docs, "NetworkPolicy", "webhook-egress")
+    served = set()
+    for name in ("scheduler-worker", "notification"):
+        c = named(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        served |= {p["containerPort"] for p in c["ports"]}
+    sources = set()
+    for rule in policy["spec"]["ingress"]:
+        assert {p["port"] for p in rule["ports"]} <= served
+        for peer in rule["from"]:
+            assert "ipBlock" not in peer
+            namespace = peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+            if namespace == "monitoring":
+                assert peer["podSelector"]["matchLabels"] == {
+                    "app.kubernetes.io/name": "prometheus"
+                }
+                # Prometheus scrapes every port the pods serve.
+                assert {p["port"] for p in rule["ports"]} == served
+            sources.add(namespace)
+    assert sources == {"gateway", "monitoring"}

@@ -1,0 +1,112 @@
+"""Migration 0006 (schedule timing, runs.due_at) on both databases: rows from 0005 keep today's
+behaviour, the columns match tables.py, SQLite's table rebuild keeps the partial indexes, and
+the downgrade returns to 0005."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from scheduler.adapters.db.engine import create_engine
+from scheduler.adapters.db.migrate import alembic_config, current_revision, upgrade
+from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import schedules
+from tests.support.pg import fresh_postgres_database, postgres_base_url
+
+INSERT_0005 = """
+INSERT INTO schedules (id, tenant_id, name, cron, timezone, action, target, payload,
+  retry_policy, misfire_policy, overlap_policy, breaker, state, paused_reason, next_run_at,
+  created_at, updated_at, deleted_at, version, consecutive_failures, secret_ciphertext)
+VALUES ('sch_old', 't1', 'old', '0 3 * * *', 'UTC', 'event', 'null', 'null', '{}', 'fire_once',
+  'allow', '{}', 'active', NULL, NULL, '2026-01-01 00:00:00', '2026-01-01 00:00:00', NULL, 1, 0,
+  'x')
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+        return
+    try:
+        postgres_base_url()
+    except Exception as exc:  # the suite's PostgreSQL requirement decides elsewhere
+        pytest.skip(f"no PostgreSQL: {exc}")
+    async with fresh_postgres_database("m6") as url:
+        yield url
+
+
+async def _downgrade(url: str, revision: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+
+            def run(connection: sa.Connection) -> None:
+                cfg = alembic_config()
+                cfg.attributes["connection"] = connection
+                command.downgrade(cfg, revision)
+
+            await conn.run_sync(run)
+    finally:
+        await engine.dispose()
+
+
+def _columns(connection: sa.Connection, table: str) -> dict[str, bool]:
+    return {c["name"]: c["nullable"] for c in sa.inspect(connection).get_columns(table)}
+
+
+async def test_upgrade_keeps_old_rows_and_matches_the_tables(empty_url: str) -> None:
+    await upgrade(empty_url, "0005")
+    engine = create_engine(empty_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(INSERT_0005))
+        await upgrade(empty_url)
+        assert await current_revision(empty_url) == "0006"
+        async with engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(
+                        schedules.c.dst_policy,
+                        schedules.c.jitter_seconds,
+                        schedules.c.planned_runs,
+                        schedules.c.run_at,
+                        schedules.c.max_runs,
+                    )
+                )
+            ).one()
+            assert tuple(row) == ("shift", 0, 0, None, None)
+            for table in (schedules, runs):
+                stored = await conn.run_sync(_columns, table.name)
+                assert stored == {c.name: bool(c.nullable) for c in table.c}
+            if engine.dialect.name == "sqlite":
+                indexes = dict(
+                    (
+                        await conn.execute(
+                            sa.text(
+                                "SELECT name, sql FROM sqlite_master "
+                                "WHERE type = 'index' AND tbl_name = 'schedules'"
+                            )
+                        )
+                    ).all()
+                )
+                assert (
+                    "WHERE state = 'active' AND deleted_at IS NULL" in indexes["ix_schedules_due"]
+                )
+                assert "WHERE deleted_at IS NOT NULL" in indexes["ix_schedules_deleted"]
+                assert "ix_schedules_tenant_order" in indexes
+        await _downgrade(empty_url, "0005")
+        assert await current_revision(empty_url) == "0005"
+        async with engine.connect() as conn:
+            columns = await conn.run_sync(_columns, "schedules")
+            assert "dst_policy" not in columns
+            assert columns["cron"] is False
+            assert "due_at" not in await conn.run_sync(_columns, "runs")
+            names = (await conn.execute(sa.text("SELECT name FROM schedules"))).scalars().all()
+            assert names == ["old"]
+    finally:
+        await engine.dispose()

@@ -1,0 +1,43 @@
+"""The one id style and the one timestamp style of both services (servicekit.ids, .timestamps)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from pydantic import BaseModel
+
+from servicekit.ids import is_id, new_id, stable_id
+from servicekit.timestamps import UtcTimestamp, format_utc
+
+ADDIS = timezone(timedelta(hours=3))
+
+
+def test_any_offset_is_written_in_utc_with_z() -> None:
+    assert format_utc(datetime(2026, 3, 8, 3, 0, tzinfo=ADDIS)) == "2026-03-08T00:00:00Z"
+    assert format_utc(datetime(2026, 3, 8, 0, 0, 0, 250_000, tzinfo=UTC)) == (
+        "2026-03-08T00:00:00.250000Z"
+    )
+    with pytest.raises(ValueError, match="offset"):
+        format_utc(datetime(2026, 3, 8))
+
+
+def test_the_pydantic_type_renders_the_same_in_python_and_json_modes() -> None:
+    class Out(BaseModel):
+        at: UtcTimestamp
+        maybe: UtcTimestamp | None = None
+
+    out = Out(at=datetime(2026, 3, 8, 3, 0, tzinfo=ADDIS))
+    assert out.model_dump_json() == '{"at":"2026-03-08T00:00:00Z","maybe":null}'
+    assert out.model_dump()["at"] == "2026-03-08T00:00:00Z"
+
+
+def test_ids_sort_by_time_and_stable_ids_share_the_format() -> None:
+    t = datetime(2026, 3, 8, tzinfo=UTC)
+    earlier, later = new_id("sub", at=t), new_id("sub", at=t + timedelta(milliseconds=1))
+    assert earlier < later
+    assert is_id(earlier, "sub")
+    assert not is_id(earlier, "sch")
+    assert is_id(stable_id("dlv", "evt_1", "sub_1"), "dlv")
+    assert not is_id("sub_" + "0" * 32)  # the old uuid-hex style is not this format (still valid
+    # as an opaque id: the APIs only bound its length)
