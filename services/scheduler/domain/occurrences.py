@@ -134,7 +134,7 @@ class Recurrence:
         self.dst_policy = DstPolicy(dst_policy)
         # What the per-minute path does near a transition: a wildcard schedule is `literal`.
         self._drops_gaps = parsed.is_wildcard or self.dst_policy is not DstPolicy.SHIFT
-        self._second_passes = parsed.is_wildcard
+        self._second_passes = parsed.is_wildcard or self.dst_policy is DstPolicy.LITERAL
         self._parsed = parsed
         self._zone = zone
         self._times = tuple(
