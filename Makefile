@@ -24,7 +24,7 @@ test: venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit services/scheduler services/notification embedded
+	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit services/scheduler services/notification embedded console
 	$(BIN)/lint-imports
 
 ## Benchmarks print JSON figures on stdout. PostgreSQL figures use BENCH_POSTGRES_URL (a server

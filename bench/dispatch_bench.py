@@ -6,6 +6,16 @@
   mark done, commit; batch after batch). Peak RSS of this process after the phase.
 - lag: p50/p99/max of (first attempt start - scheduled_for) with 1,000 and 10,000 schedules
   (quick: 1,000 only) firing at the same instant, planner + dispatcher (`WorkerRuntime`).
+- versus_pgqueuer (PostgreSQL only, issue 13): a burst of 3,000 runs of 3,000 schedules due at
+  one instant, 64 in flight, delivered by our worker in its own process, by two of them against
+  the same database (replicas: the scheduler has no `--workers`), and by pgqueuer + aiohttp
+  (bench/pgqueuer_baseline.py, its own database). Each side: runs/s from the due instant to the
+  last one settled in the database, p50/p99 lag of the arrival at the receiver after the due
+  instant, exactly one delivery per run counted at the receiver, CPU ms per delivery of the
+  worker process(es) and of the database's PostgreSQL backends (bench/cpu_meter.py), and each
+  worker's peak RSS (VmHWM). `ratio` is ours / pgqueuer runs/s, of each side's median round of
+  three (quick: one), the sides' order rotating per round. BENCH_PROFILE_OUT=path writes a
+  cProfile of our single worker's burst there (the profiler slows that side's figures).
 PostgreSQL when BENCH_POSTGRES_URL or TEST_POSTGRES_URL is set (fresh database), and SQLite.
 """
 
@@ -13,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import cProfile
 import json
 import os
 import resource
@@ -34,6 +45,8 @@ from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from authclient import AuthSettings
+from bench import pgqueuer_baseline
+from bench.cpu_meter import PostgresCpu, peak_rss_mib, process_cpu_seconds
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import schedules
@@ -50,12 +63,21 @@ SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
 LAG_CRON = "0 0 1 1 *"  # next occurrence after the measured one: months away
 RECEIVER = """
-import sys
+import sys, time
 from aiohttp import web
+arrivals = {}  # X-Webhook-Id -> arrival times (wall clock), read by GET /_arrivals
 async def ok(request):
     await request.read()
+    arrivals.setdefault(request.headers.get("X-Webhook-Id", ""), []).append(time.time())
     return web.Response(text="ok")
+async def read_arrivals(request):
+    return web.json_response(arrivals)
+async def clear_arrivals(request):
+    arrivals.clear()
+    return web.Response()
 app = web.Application()
+app.router.add_get("/_arrivals", read_arrivals)
+app.router.add_delete("/_arrivals", clear_arrivals)
 app.router.add_post("/{tail:.*}", ok)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
 """
@@ -139,15 +161,17 @@ async def _add_schedules(
     next_run_at: datetime | None,
     tenants: int = 10,
     cron: str = "* * * * *",
+    tenant: str | None = None,
+    id_prefix: str = "B",
 ) -> list[str]:
     now = utc_now()
     rows = []
     for i in range(n):
-        sid = f"sch_B{i:025d}"
+        sid = f"sch_{id_prefix}{i:025d}"
         rows.append(
             {
                 "id": sid,
-                "tenant_id": f"tenant-{i % tenants}",
+                "tenant_id": tenant or f"tenant-{i % tenants}",
                 "name": f"bench-{i}",
                 "cron": cron,
                 "timezone": "UTC",
@@ -183,8 +207,15 @@ async def _add_schedules(
     return [str(r["id"]) for r in rows]
 
 
-async def _add_due_runs(c: Container, schedule_ids: list[str], n: int) -> None:
+async def _add_due_runs(
+    c: Container,
+    schedule_ids: list[str],
+    n: int,
+    at: datetime | None = None,
+    trigger: str = "manual",
+) -> None:
     now = utc_now()
+    due = at or now
     rows = []
     for i in range(n):
         sid = schedule_ids[i % len(schedule_ids)]
@@ -193,12 +224,12 @@ async def _add_due_runs(c: Container, schedule_ids: list[str], n: int) -> None:
                 "id": f"run_B{i:025d}",
                 "tenant_id": f"tenant-{(i % len(schedule_ids)) % 10}",
                 "schedule_id": sid,
-                "scheduled_for": now,
-                "trigger": "manual",
+                "scheduled_for": due,
+                "trigger": trigger,
                 "status": "pending",
                 "skip_reason": None,
                 "attempt_count": 0,
-                "next_attempt_at": now,
+                "next_attempt_at": due,
                 "started_at": None,
                 "finished_at": None,
                 "lease_owner": None,
@@ -407,6 +438,221 @@ async def _lag(c: Container, url: str, n: int) -> dict[str, Any]:
     return out
 
 
+BURST_RUNS = 3_000
+BURST_IN_FLIGHT = 64
+BURST_LEAD_SECONDS = 2.0
+"""The burst is written this long before it is due: the workers are up and idle by then."""
+BURST_DEADLINE_SECONDS = 120.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pctl(values: list[float], q: float) -> float:
+    return round(values[max(int(len(values) * q) - 1, 0)], 3)
+
+
+async def _wait_line(proc: subprocess.Popen[str], expected: str, timeout: float) -> None:
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), timeout)
+    if line.strip() != expected:
+        raise RuntimeError(f"worker process said {line!r}, expected {expected!r}")
+
+
+async def _burst(
+    argvs: list[list[str]],
+    fill: Any,
+    count_open: str,
+    dsn: str,
+    database: str,
+    receiver: str,
+    n: int,
+) -> dict[str, Any]:
+    """Start the worker processes, write the burst (`await fill(due)`), start them, and measure
+    until `count_open` (SQL) reads 0. CPU windows: from `go` to that moment."""
+    arrivals_url = receiver.rsplit("/", 1)[0] + "/_arrivals"
+    env = {**os.environ, "BENCH_WEBHOOK_SECRET": SECRET}
+    procs = [
+        subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for argv in argvs
+    ]
+    try:
+        for p in procs:
+            await _wait_line(p, "ready", 60)
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(arrivals_url) as r:
+                r.raise_for_status()
+            due = utc_now() + timedelta(seconds=BURST_LEAD_SECONDS)
+            await fill(due)
+            late_fill = utc_now() >= due
+            async with PostgresCpu(dsn, database) as pg:
+                cpu0 = [process_cpu_seconds(p.pid) or 0.0 for p in procs]
+                for p in procs:
+                    assert p.stdin is not None
+                    p.stdin.write("go\n")
+                    p.stdin.flush()
+                deadline = time.monotonic() + BURST_DEADLINE_SECONDS
+                while await pg.fetchval(count_open) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                done_at = time.time()
+                cpu1 = [process_cpu_seconds(p.pid) or 0.0 for p in procs]
+                rss = [peak_rss_mib(p.pid) for p in procs]
+                still_open = int(await pg.fetchval(count_open) or 0)  # type: ignore[call-overload]
+            async with http.get(arrivals_url) as r:
+                arrivals: dict[str, list[float]] = await r.json()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("stop\n")
+            p.stdin.flush()
+        for p in procs:
+            p.wait(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if still_open:
+        raise RuntimeError(f"{still_open} of {n} runs still open after {BURST_DEADLINE_SECONDS}s")
+    repeated = sum(1 for times in arrivals.values() if len(times) != 1)
+    if len(arrivals) != n or repeated:
+        raise RuntimeError(f"{len(arrivals)} ids delivered of {n}, {repeated} more than once")
+    lags = sorted(times[0] - due.timestamp() for times in arrivals.values())
+    process_ms = (sum(cpu1) - sum(cpu0)) * 1000 / n
+    pg_ms = pg.seconds * 1000 / n if pg.seconds is not None else None
+    return {
+        "workers": len(procs),
+        "runs_per_s": round(n / (done_at - due.timestamp()), 1),
+        "lag_p50_s": _pctl(lags, 0.5),
+        "lag_p99_s": _pctl(lags, 0.99),
+        "lag_max_s": round(lags[-1], 3),
+        "cpu_ms_per_delivery": {
+            "process": round(process_ms, 3),
+            "postgres": round(pg_ms, 3) if pg_ms is not None else None,
+            "total": round(process_ms + pg_ms, 3) if pg_ms is not None else None,
+        },
+        "peak_rss_mib": rss,
+        "late_fill": late_fill,
+    }
+
+
+async def _versus_pgqueuer(c: Container, db: str, url: str, rounds: int) -> dict[str, Any]:
+    """Each side once per round, the order rotating, so a noisy neighbour hits all of them; each
+    side's figures are those of its median round by runs/s (all rounds' runs/s beside them)."""
+    n = BURST_RUNS
+    ours_db = make_url(db)
+    dsn = ours_db.set(drivername="postgresql").render_as_string(False)
+    ours_argv = [sys.executable, "-m", "bench.dispatch_bench", "--worker", db, str(BURST_IN_FLIGHT)]
+    name = f"bench_pgq_{uuid.uuid4().hex[:10]}"
+    admin = ours_db.set(drivername="postgresql", database="postgres").render_as_string(False)
+    pgq_dsn = ours_db.set(drivername="postgresql", database=name).render_as_string(False)
+    pgq_argv = [sys.executable, "-m", "bench.pgqueuer_baseline", pgq_dsn, str(BURST_IN_FLIGHT)]
+
+    async def ours(workers: int) -> dict[str, Any]:
+        await _reset(c)
+        ids = await _add_schedules(c, url, n, None, cron=LAG_CRON)
+
+        async def fill(due: datetime) -> None:
+            await _add_due_runs(c, ids, n, at=due, trigger="schedule")
+
+        argvs = [ours_argv + (["--profile"] if workers == 1 else []) for _ in range(workers)]
+        got = await _burst(argvs, fill, OPEN_RUNS, dsn, str(ours_db.database), url, n)
+        got["attempts_by_outcome"] = await _attempts_by_outcome(c)
+        return got
+
+    async def pgqueuer() -> dict[str, Any]:
+        conn = await asyncpg.connect(pgq_dsn)
+        try:
+            await conn.execute("TRUNCATE pgqueuer_log")
+
+            async def fill(due: datetime) -> None:
+                await pgqueuer_baseline.enqueue_burst(pgq_dsn, url, n, due)
+
+            got = await _burst([pgq_argv], fill, pgqueuer_baseline.OPEN_JOBS, pgq_dsn, name, url, n)
+            succeeded = await conn.fetchval(pgqueuer_baseline.SUCCEEDED_JOBS)
+        finally:
+            await conn.close()
+        if succeeded != n:
+            raise RuntimeError(f"pgqueuer logged {succeeded} successful jobs of {n}")
+        return got
+
+    sides: list[tuple[str, Any]] = [
+        ("pgqueuer", pgqueuer),
+        ("ours", lambda: ours(1)),
+        ("ours_2_processes", lambda: ours(2)),
+    ]
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in sides}
+    conn = await asyncpg.connect(admin)
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    try:
+        await pgqueuer_baseline.install(pgq_dsn)
+        for r in range(rounds):
+            for label, side in sides[r % 3 :] + sides[: r % 3]:
+                results[label].append(await side())
+    finally:
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.close()
+    out: dict[str, Any] = {
+        "runs": n,
+        "in_flight": BURST_IN_FLIGHT,
+        "rounds": rounds,
+        "ours_loop": "asyncio",
+        "pgqueuer_loop": "uvloop",
+    }
+    for label, got in results.items():
+        by_speed = sorted(got, key=lambda g: float(g["runs_per_s"]))
+        out[label] = {
+            **by_speed[len(by_speed) // 2],
+            "runs_per_s_rounds": [g["runs_per_s"] for g in got],
+        }
+    out["ratio"] = round(out["ours"]["runs_per_s"] / out["pgqueuer"]["runs_per_s"], 2)
+    out["ratio_2_processes"] = round(
+        out["ours_2_processes"]["runs_per_s"] / out["pgqueuer"]["runs_per_s"], 2
+    )
+    return out
+
+
+OPEN_RUNS = "SELECT count(*) FROM runs WHERE status <> 'succeeded'"
+
+
+async def _attempts_by_outcome(c: Container) -> dict[str, int]:
+    """Every attempt of the burst by error kind ("ok" for none): more than one per run means
+    retries, which the receiver's count of first arrivals alone would not show."""
+    kind = sa.func.coalesce(delivery_attempts.c.error_kind, "ok")
+    q = sa.select(kind, sa.func.count()).group_by(kind)
+    async with c.engine.connect() as conn:
+        return {str(k): int(v) for k, v in await conn.execute(q)}
+
+
+async def _worker(db: str, concurrency: int, profile: bool) -> None:
+    """One of our worker processes for `_burst`: dispatcher only, `ready`/`go`/`stop` on stdio."""
+    c = _container(db)
+    runtime = WorkerRuntime(
+        c,
+        options=WorkerOptions(
+            dispatch=DispatchSettings(concurrency=concurrency, per_key_limit=concurrency),
+            planner=False,
+        ),
+    )
+    print("ready", flush=True)
+    if (await asyncio.to_thread(sys.stdin.readline)).strip() != "go":
+        await c.aclose()
+        return
+    out = os.environ.get("BENCH_PROFILE_OUT") if profile else None
+    profiler = cProfile.Profile() if out else None
+    if profiler:
+        profiler.enable()
+    task = asyncio.create_task(runtime.run())
+    await asyncio.to_thread(sys.stdin.readline)  # "stop" or EOF
+    if profiler and out:
+        profiler.disable()
+        profiler.dump_stats(out)
+    await runtime.stop(5)
+    await task
+    await c.aclose()
+
+
 async def _run(quick: bool) -> dict[str, Any]:
     n = 2_000 if quick else 10_000
     report: dict[str, Any] = {"runs": n}
@@ -433,6 +679,10 @@ async def _run(quick: bool) -> dict[str, Any]:
                 for size in (1_000,) if quick else (1_000, 10_000):
                     await _reset(c)
                     out["lag"].append(await _lag(c, url, size))
+                if backend == "postgres":
+                    out["versus_pgqueuer"] = await _versus_pgqueuer(
+                        c, db, url, rounds=1 if quick else 3
+                    )
                 report[backend] = out
             finally:
                 await c.aclose()
@@ -444,4 +694,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run("--quick" in sys.argv), indent=2))
+    if sys.argv[1:2] == ["--worker"]:
+        asyncio.run(_worker(sys.argv[2], int(sys.argv[3]), "--profile" in sys.argv[4:]))
+    else:
+        print(json.dumps(run("--quick" in sys.argv), indent=2))

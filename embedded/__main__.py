@@ -9,11 +9,12 @@ One process, one shared `eventbus.InProcessBus`:
 Dev keys are generated under ./var (0600); both services verify tokens with var/auth_hs256_key.
 Databases are migrated on start. `WEBHOOK_ALLOW_PRIVATE_NETWORKS` defaults to true here so the
 demo can target receivers on this machine; set it to false in the environment to refuse them.
-Ports: `--scheduler-port` / `--notification-port` (or EMBEDDED_SCHEDULER_PORT /
-EMBEDDED_NOTIFICATION_PORT); a busy one stops start-up with one line naming it and the flag
-(`ports.py`), and the ready banner (a dev token of DEV_TENANT, the README's tenant too, and the
-/docs links) is printed only once both ports accept connections. Ctrl-C (SIGINT) or SIGTERM
-stops both cleanly.
+Ports: `--scheduler-port` / `--notification-port` / `--console-port` (or EMBEDDED_SCHEDULER_PORT /
+EMBEDDED_NOTIFICATION_PORT / EMBEDDED_CONSOLE_PORT; the console port serves the console and both
+APIs on one origin, `console/gateway.py`, and the banner links it signed in); a busy one stops
+start-up with one line naming it and the flag (`ports.py`), and the ready banner (a dev token of
+DEV_TENANT, the README's tenant too, the console link and the /docs links) is printed only once
+every port accepts connections. Ctrl-C (SIGINT) or SIGTERM stops both cleanly.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+import uvicorn
+from starlette.types import ASGIApp
+
 from authclient import mint_token
 from authclient.settings import DEFAULT_AUDIENCE, DEFAULT_ISSUER
+from console.app import create_console_app
+from console.gateway import Gateway
 from embedded.ports import Port, busy_port, wait_listening
 from eventbus import InProcessBus
 from notification.bootstrap import ConfigError
@@ -34,11 +40,16 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
+from servicekit import event_loop
 from servicekit.http_server import http_server
 from servicekit.logging import configure_logging
 
 HOST = "127.0.0.1"
 DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088
+DEFAULT_CONSOLE_PORT = 8080
+# The notification API's prefixes on the one-origin gateway; everything else under /v1/schedules
+# is the scheduler's, the rest the console's.
+NOTIFICATION_PREFIXES = ("/v1/subscriptions", "/v1/alert-contacts", "/v1/notifications")
 DEV_TENANT = "dev-tenant"
 DEV_SCOPES = ["schedules:read", "schedules:write", "notifications:read", "notifications:write"]
 TOKEN_TTL_SECONDS = 12 * 3600
@@ -57,6 +68,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=int(os.environ.get("EMBEDDED_NOTIFICATION_PORT", DEFAULT_NOTIFICATION_PORT)),
     )
+    p.add_argument(
+        "--console-port",
+        type=int,
+        default=int(os.environ.get("EMBEDDED_CONSOLE_PORT", DEFAULT_CONSOLE_PORT)),
+        help="the console and both APIs on one origin, as the platform's gateway serves them",
+    )
     return p.parse_args(argv)
 
 
@@ -69,21 +86,29 @@ def ports(args: argparse.Namespace) -> list[Port]:
             "--notification-port",
             "EMBEDDED_NOTIFICATION_PORT",
         ),
+        Port("console", args.console_port, "--console-port", "EMBEDDED_CONSOLE_PORT"),
     ]
 
 
-def banner(token: str | None, scheduler_port: int, notification_port: int) -> str:
-    """Printed once both ports listen: every URL in it answers when it appears."""
+def banner(
+    token: str | None, scheduler_port: int, notification_port: int, console_port: int
+) -> str:
+    """Printed once every port listens: every URL in it answers when it appears."""
     sched = f"http://{HOST}:{scheduler_port}"
     notif = f"http://{HOST}:{notification_port}"
+    console = f"http://{HOST}:{console_port}/"
     text = f"""
 ready: scheduler API on {sched}, notification API on {notif}
+console and both APIs on one origin: {console}
 interactive API docs: {sched}/docs and {notif}/docs
 (SQLite and dev keys under ./var, alert emails as .eml under ./var/mail; Ctrl-C to stop)
 """
     if token is None:  # tokens come from a JWKS issuer: nothing to paste
         return text
     return f"""{text}
+# open the console signed in as {DEV_TENANT!r} (the token stays in the URL fragment and the tab):
+{console}#token={token}
+
 # a dev token of tenant {DEV_TENANT!r} (the README's examples use it too), valid {TTL_HOURS} h
 export TOKEN={token}
 curl -s -X POST {sched}/v1/schedules/ -H "Authorization: Bearer $TOKEN" \\
@@ -114,23 +139,37 @@ async def serve_all(
     *,
     scheduler_port: int,
     notification_port: int,
+    console_port: int,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Notification first (its consumers join the bus before anything is published), then the
     scheduler until SIGTERM/SIGINT; the scheduler's workers stop first, then notification.
-    `on_ready` runs once both ports accept connections."""
+    The gateway on `console_port` serves the console and the same two app objects on one
+    origin. `on_ready` runs once every port accepts connections."""
     await notification.start()
     announce = asyncio.create_task(
-        _announce(on_ready, [scheduler_port, notification_port]), name="ready-banner"
+        _announce(on_ready, [scheduler_port, notification_port, console_port]),
+        name="ready-banner",
     )
-    server = http_server(
-        notification.asgi_app,
-        host=HOST,
-        port=notification_port,
-        limits=notification.container.settings.http_limits(),
-    )
+    limits = notification.container.settings.http_limits()
+    server = http_server(notification.asgi_app, host=HOST, port=notification_port, limits=limits)
+
+    def gateway(scheduler_app: ASGIApp) -> list[uvicorn.Server]:
+        routes = [("/v1/schedules", scheduler_app)]
+        routes += [(prefix, notification.asgi_app) for prefix in NOTIFICATION_PREFIXES]
+        app = Gateway(routes, fallback=create_console_app())
+        return [http_server(app, host=HOST, port=console_port, limits=limits)]
+
     try:
-        await serve(container, host=HOST, port=scheduler_port, role="all", dev=True, also=[server])
+        await serve(
+            container,
+            host=HOST,
+            port=scheduler_port,
+            role="all",
+            dev=True,
+            also=[server],
+            around_app=gateway,
+        )
     finally:
         announce.cancel()
         await notification.stop()
@@ -163,14 +202,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"embedded: {exc}", file=sys.stderr)
         return 2
-    text = banner(dev_token(built), args.scheduler_port, args.notification_port)
+    text = banner(dev_token(built), args.scheduler_port, args.notification_port, args.console_port)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        event_loop.run(
             serve_all(
                 built,
                 notification,
                 scheduler_port=args.scheduler_port,
                 notification_port=args.notification_port,
+                console_port=args.console_port,
                 on_ready=lambda: print(text, flush=True),
             )
         )

@@ -10,7 +10,9 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, PlainSerializer
+
+from servicekit.timestamps import format_utc
 
 # RFC 3339 §5.6 date-time: full-date "T" full-time, time-offset mandatory ("Z" or ±hh:mm).
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
@@ -27,3 +29,6 @@ def _rfc3339_text(value: Any) -> Any:
 
 
 Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339_text)]
+
+# A date-time output: rendered in the one timestamp style (RFC 3339 UTC with `Z`).
+UtcTimestamp = Annotated[datetime, PlainSerializer(format_utc, return_type=str)]

@@ -1,15 +1,13 @@
 """The one timestamp style of both services' responses and events: RFC 3339 in UTC with `Z`.
 
 `2026-03-08T07:00:00Z`, with `.ffffff` only when the instant has microseconds. A naive datetime is
-refused, never guessed. `UtcTimestamp` is the pydantic field type that renders it.
+refused, never guessed. Plain Python, so both domains use it; the pydantic field type that
+renders it is `servicekit.rfc3339.UtcTimestamp`.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
-
-from pydantic import PlainSerializer
 
 
 def format_utc(value: datetime) -> str:
@@ -18,5 +16,3 @@ def format_utc(value: datetime) -> str:
         raise ValueError(f"timestamps need a UTC offset, got naive {value!r}")
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
-
-UtcTimestamp = Annotated[datetime, PlainSerializer(format_utc, return_type=str)]

@@ -198,7 +198,11 @@ class WorkerLoop:
                     )
                 elif is_transient(exc):
                     self.log.warning(
-                        "%s: %s (%s); retrying in %.2f s", self.name, self.outage, exc, delay
+                        "%s: %s (%s); retrying in %.2f s",
+                        self.name,
+                        self.outage,
+                        exc if str(exc) else type(exc).__name__,  # a timeout has no message
+                        delay,
                     )
                 else:
                     self.log.exception(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import socket
 import ssl
 import time
@@ -29,7 +30,12 @@ from webhookdeliver.addresses import guard_reason, parse_ip
 from webhookdeliver.attempts import MAX_EXCERPT_BYTES, bound_error_message, bound_excerpt
 from webhookdeliver.headers import build_headers, check_context_headers
 from webhookdeliver.retry_after import parse_retry_after
-from webhookdeliver.targets import ForbiddenTargetURL, InvalidTargetURL, check_target_url
+from webhookdeliver.targets import (
+    CheckedTarget,
+    ForbiddenTargetURL,
+    InvalidTargetURL,
+    check_target_url,
+)
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 """`(host, port) -> IP address strings`; the guard vets every one of them."""
@@ -42,6 +48,7 @@ DEFAULT_USER_AGENT: Final = "scheduler-platform-webhooks/0.1"
 MAX_RESOLVED_ADDRESSES: Final = 64  # more than this from DNS is abuse, not load balancing
 MAX_PINNED_ADDRESSES: Final = 8  # vetted addresses handed to happy-eyeballs, in DNS order
 MAX_TIMEOUT_SECONDS: Final = 300.0
+CHECKED_URL_CACHE_SIZE: Final = 4096  # distinct target URLs whose static check is remembered
 _READ_CHUNK: Final = 65536
 
 # (host, port, vetted addresses) of the delivery running in the current task.
@@ -150,6 +157,18 @@ class _PinnedResolver(AbstractResolver):
 
     async def close(self) -> None:
         return None
+
+
+@functools.lru_cache(maxsize=CHECKED_URL_CACHE_SIZE)
+def _checked_url(url: str, allow_private_networks: bool) -> CheckedTarget | tuple[ErrorKind, str]:
+    """`check_target_url`, remembered: it is a pure function of its arguments (no DNS), and
+    parsing and vetting the same URL on every attempt cost more than the signature."""
+    try:
+        return check_target_url(url, allow_private_networks=allow_private_networks)
+    except ForbiddenTargetURL as exc:
+        return "ssrf_blocked", exc.reason
+    except InvalidTargetURL as exc:
+        return "invalid_url", exc.reason
 
 
 class _Refused(Exception):
@@ -262,12 +281,9 @@ class Deliverer:
                 truncated=truncated,
             )
 
-        try:
-            target = check_target_url(delivery.url, allow_private_networks=self._allow_private)
-        except ForbiddenTargetURL as exc:
-            return result("ssrf_blocked", exc.reason, False)
-        except InvalidTargetURL as exc:
-            return result("invalid_url", exc.reason, False)
+        target = _checked_url(delivery.url, self._allow_private)
+        if isinstance(target, tuple):
+            return result(target[0], target[1], False)
         timeout = min(delivery.timeout_seconds, MAX_TIMEOUT_SECONDS)
         session = self._get_session()
         token = None

@@ -80,7 +80,14 @@ async def embedded(tmp_path: Path) -> AsyncIterator[Embedded]:
         "embedded",
         tmp_path,
         env={"WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
-        args=("--scheduler-port", "{port}", "--notification-port", str(nport)),
+        args=(
+            "--scheduler-port",
+            "{port}",
+            "--notification-port",
+            str(nport),
+            "--console-port",
+            str(free_port()),
+        ),
         health_path=None,  # the test itself waits for both services
         strip_env_prefixes=_STRIPPED_PREFIXES,
     )

@@ -1,10 +1,10 @@
 """Fault proofs for both APIs as real processes on PostgreSQL (issue 12, items 2 and 3):
 
 - 1,000 slow-header and 100 slow-body clients, reconnecting whenever they are cut, against each
-  API for 10 s: ordinary authenticated requests keep a p99 under 200 ms (or 4x their p99 without
-  the attack, on a machine too loaded for that) and never fail, every
-  slow connection is closed within its read timeout (2 s here) plus slack, and the closes are
-  logged a few times, not per connection;
+  API for 10 s: ordinary authenticated requests never fail and keep a p99 under 200 ms (judged
+  only when an unattacked replica timed at the same moments shows the machine can serve within
+  100 ms), every slow connection is closed within its read timeout (2 s here) plus slack, and
+  the closes are logged a few times, not per connection;
 - a 100 MB chunked POST is cut at the body limit without the server's RSS growing, and a
   declared Content-Length over the limit is answered 413 at once.
 
@@ -38,8 +38,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 READ_TIMEOUT_SECONDS = 2.0
 SLACK_SECONDS = 3.0  # a loaded 2-core machine may run a deadline late by this much
 P99_BOUND_SECONDS = 0.2
+CONTROL_OVERLOADED_SECONDS = 0.1
 ATTACK_SECONDS = 10.0
-BASELINE_SECONDS = 4.0
 MAX_REQUEST_BYTES = 262_144
 DESCRIPTORS_NEEDED = 4096
 SCOPES = ["schedules:read", "schedules:write", "notifications:read", "notifications:write"]
@@ -97,9 +97,10 @@ def service_env(service: Service, database_url: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def running(
-    service: Service, tmp_path: Path, *, nofile: int | None = None
-) -> AsyncIterator[ServiceProcess]:
-    """The service on a fresh, migrated PostgreSQL database; `nofile`: its RLIMIT_NOFILE."""
+    service: Service, tmp_path: Path, *, nofile: int | None = None, replicas: int = 1
+) -> AsyncIterator[list[ServiceProcess]]:
+    """`replicas` processes of the service on one fresh, migrated PostgreSQL database;
+    `nofile`: their RLIMIT_NOFILE."""
     async with fresh_postgres_database(f"http_{service.name}") as url:
         env = service_env(service, url)
         migrate = await asyncio.create_subprocess_exec(
@@ -117,18 +118,24 @@ async def running(
         module, args = service.module, service.args
         if nofile is not None:
             module, args = "tests.support.rlimited", (str(nofile), module, *args)
-        proc = ServiceProcess(
-            module,
-            tmp_path,
-            env=env,
-            args=args,
-            name=service.name,
-            strip_env_prefixes=("SCHEDULER_", "NOTIFICATION_", "AUTH_", "KAFKA_", "LOG_"),
-        )
+        procs = [
+            ServiceProcess(
+                module,
+                tmp_path,
+                env=env,
+                args=args,
+                name=service.name,
+                strip_env_prefixes=("SCHEDULER_", "NOTIFICATION_", "AUTH_", "KAFKA_", "LOG_"),
+            )
+            for _ in range(replicas)
+        ]
         try:
-            yield await proc.start()
+            for proc in procs:
+                await proc.start()
+            yield procs
         finally:
-            await proc.aclose()
+            for proc in procs:
+                await proc.aclose()
 
 
 def _clean_env() -> dict[str, str]:
@@ -153,9 +160,8 @@ def rss_kib(pid: int) -> int:
 async def test_slow_clients_are_cut_and_normal_clients_stay_fast(name: str, tmp_path: Path) -> None:
     service = SERVICES[name]
     hold_cap = READ_TIMEOUT_SECONDS + 10 * SLACK_SECONDS
-    async with running(service, tmp_path) as proc:
+    async with running(service, tmp_path, replicas=2) as [proc, control]:
         url = proc.base_url + service.list_path
-        baseline = await normal_clients(url, token(), duration=BASELINE_SECONDS)
         # The slow clients run in a process of their own: the normal ones timed here share no
         # event loop with them.
         attacker = await asyncio.create_subprocess_exec(
@@ -175,7 +181,14 @@ async def test_slow_clients_are_cut_and_normal_clients_stay_fast(name: str, tmp_
             assert attacker.stdout is not None
             line = await asyncio.wait_for(attacker.stdout.readline(), 60)
             assert line.strip() == b"ready", line
-            normal = await normal_clients(url, token(), duration=ATTACK_SECONDS - 1)
+            # The control replica is not attacked but shares the machine (and its load) with
+            # the attacked one at the same moments.
+            normal, control_figures = await asyncio.gather(
+                normal_clients(url, token(), duration=ATTACK_SECONDS - 1),
+                normal_clients(
+                    control.base_url + service.list_path, token(), duration=ATTACK_SECONDS - 1
+                ),
+            )
             out, _ = await asyncio.wait_for(attacker.communicate(), hold_cap + ATTACK_SECONDS + 60)
         finally:
             if attacker.returncode is None:
@@ -186,7 +199,7 @@ async def test_slow_clients_are_cut_and_normal_clients_stay_fast(name: str, tmp_
         summary = {
             **slow,
             **{k: v for k, v in normal.summary().items() if "normal" in k},
-            "baseline_p99_ms": round(baseline.p99() * 1000, 1),
+            "control_p99_ms": round(control_figures.p99() * 1000, 1),
         }
         print(json.dumps({"service": name, **summary}))  # the figures, with -s
         log = proc.log.read_text(errors="replace")
@@ -195,14 +208,17 @@ async def test_slow_clients_are_cut_and_normal_clients_stay_fast(name: str, tmp_
     assert len(held) >= 1100, summary
     assert normal.normal_failures == [], normal.normal_failures[:5]
     assert len(normal.latencies) >= 100, summary
-    assert baseline.normal_failures == [], baseline.normal_failures[:5]
-    # 200 ms on a quiet machine (CI); a machine too loaded to serve 50 ms without any attack
-    # gets room in proportion.
-    assert normal.p99() < max(P99_BOUND_SECONDS, 4 * baseline.p99()), summary
+    assert control_figures.normal_failures == [], control_figures.normal_failures[:5]
     # Thousands of cut connections, a handful of log lines.
     closes = [line for line in log.splitlines() if "http: closed a connection" in line]
     assert 1 <= len(closes) <= 10, closes[:20]
     assert "Traceback" not in log
+    # 200 ms (a quiet machine, as CI: 25-95 ms under the attack, ~10 ms without). A machine so
+    # loaded that even the unattacked replica is slow cannot judge it: that is a skip naming
+    # the figures, never a pass.
+    if normal.p99() >= P99_BOUND_SECONDS and control_figures.p99() > CONTROL_OVERLOADED_SECONDS:
+        pytest.skip(f"machine too loaded to judge the p99: {summary}")
+    assert normal.p99() < P99_BOUND_SECONDS, summary
 
 
 async def _post_chunked(port: int, path: str, total: int, chunk: int) -> tuple[bytes, int, float]:
@@ -240,7 +256,7 @@ async def _post_chunked(port: int, path: str, total: int, chunk: int) -> tuple[b
 @pytest.mark.parametrize("name", list(SERVICES))
 async def test_huge_bodies_are_refused_at_the_limit(name: str, tmp_path: Path) -> None:
     service = SERVICES[name]
-    async with running(service, tmp_path) as proc:
+    async with running(service, tmp_path) as [proc]:
         assert proc.proc is not None
         pid = proc.proc.pid
         # Warm up (imports, pools) so RSS measures the upload, not the first request.
@@ -293,7 +309,7 @@ async def test_past_the_connection_cap_clients_get_503_and_descriptors_last(
     connections gets 503 beyond it instead of accept() failing with EMFILE, and once the held
     ones time out the API answers again."""
     service = SERVICES[name]
-    async with running(service, tmp_path, nofile=512) as proc:
+    async with running(service, tmp_path, nofile=512) as [proc]:
         assert proc.proc is not None
         fd_dir = Path(f"/proc/{proc.proc.pid}/fd")
         conns = [await asyncio.open_connection("127.0.0.1", proc.port) for _ in range(700)]

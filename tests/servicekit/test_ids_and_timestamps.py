@@ -8,7 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from servicekit.ids import is_id, new_id, stable_id
-from servicekit.timestamps import UtcTimestamp, format_utc
+from servicekit.rfc3339 import UtcTimestamp
+from servicekit.timestamps import format_utc
 
 ADDIS = timezone(timedelta(hours=3))
 

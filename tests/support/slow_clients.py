@@ -4,7 +4,8 @@
 own, so that the normal clients timed by the test share no event loop with them. `slow_clients`
 keeps `header_clients` connections that send a partial request and then trickle
 header bytes, and `body_clients` that send complete headers declaring a body and then trickle it;
-a client the server closes reconnects at once, as an attacker would, until `duration` is over.
+a client the server closes reconnects within half a second, as an attacker would, until
+`duration` is over.
 `normal_clients` sends ordinary authenticated GETs back to back. Every wait is bounded.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import resource
 import time
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ import aiohttp
 
 TRICKLE_EVERY_SECONDS = 1.0
 CONNECT_TIMEOUT_SECONDS = 5.0
+# Cut clients come back within this, each on its own: a flood, not a metronome.
+RECONNECT_JITTER_SECONDS = 0.5
 
 
 @dataclass
@@ -102,6 +106,7 @@ async def _slow_client(
 ) -> None:
     while time.monotonic() < until:
         await _slow_connection(host, port, head, trickle, hold_cap, f)
+        await asyncio.sleep(random.uniform(0, RECONNECT_JITTER_SECONDS))
 
 
 async def _normal_worker(url: str, token: str, until: float, figures: Figures) -> None:

@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
+from servicekit.json_encoding import compact_json
 from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key, occurrence_headers
 
 EVENT_TYPE_TRIGGERED = "schedule.triggered"
@@ -30,7 +30,7 @@ def _utc_now() -> datetime:
 
 
 def payload_bytes(run: Run) -> bytes:
-    return json.dumps(run.payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return compact_json(run.payload)
 
 
 class WebhookAction:

@@ -87,6 +87,9 @@ class Trigger(StrEnum):
     """POST .../trigger: run now, outside the plan."""
     REPLAY = "replay"
     """POST .../runs/{id}/replay: a new run with the replayed run's payload."""
+    BACKFILL = "backfill"
+    """POST .../backfill: a past occurrence run on request; one per (schedule, occurrence,
+    backfill request) and claimed in a lower-priority lane than every other run."""
 
 
 class SkipReason(StrEnum):
@@ -199,6 +202,8 @@ class Run:
     due_at: datetime | None = None
     """When the first attempt may start: scheduled_for plus the schedule's jitter offset
     (DESIGN.md §7a); None (rows from before jitter) means scheduled_for."""
+    backfill_id: str | None = None
+    """The backfill request a backfill run belongs to (its uniqueness with the occurrence)."""
     delivery_ms: int = 0
     """Time spent in this run's attempts, summed. Not a column: the dispatcher loads the earlier
     attempts' total of a retried run (`RunRepository.delivery_ms_of`) when it claims it."""

@@ -12,12 +12,12 @@ stop.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import uvicorn
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
@@ -27,6 +27,7 @@ from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
+from servicekit import event_loop
 from servicekit.logging import configure_logging
 
 DEFAULT_GRACE_SECONDS = 10.0
@@ -66,10 +67,12 @@ async def serve(
     dev: bool,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     also: Sequence[uvicorn.Server] = (),
+    around_app: Callable[[FastAPI], Sequence[uvicorn.Server]] | None = None,
 ) -> None:
     """Serve one role until SIGTERM/SIGINT. Workers (role worker|all) stop first: no new claims,
     in-flight attempts finish within `grace_seconds`, the rest are released. `also`: more
-    servers stopped with this one (the embedded process's notification API)."""
+    servers stopped with this one (the embedded process's notification API); `around_app`:
+    more servers built around this API app (the embedded process's one-origin gateway)."""
     if dev:
         await container.migrate()
     registry = CollectorRegistry()
@@ -88,6 +91,8 @@ async def serve(
         if role in ("api", "all")
         else None
     )
+    if around_app is not None and app is not None:
+        also = [*also, *around_app(app)]
     try:
         await serve_role(
             runtime,
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scheduler: {built}", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        event_loop.run(
             serve(
                 built,
                 host=args.host,

@@ -187,6 +187,12 @@ class RunRepository(Protocol):
     # ---- API -----------------------------------------------------------------------------
     async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None: ...
 
+    async def occurrences_with_runs(
+        self, tenant_id: str, schedule_id: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        """The scheduled_for instants in (after, until] of the schedule's runs, any trigger."""
+        ...
+
     async def list_runs(
         self,
         tenant_id: str,

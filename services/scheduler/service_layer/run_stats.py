@@ -22,7 +22,11 @@ Window = Literal["day", "week", "month"]
 Bucket = Literal["hour", "day"]
 
 # window -> (bucket, number of buckets)
-WINDOWS: dict[str, tuple[Bucket, int]] = {"day": ("hour", 24), "week": ("day", 7), "month": ("day", 30)}
+WINDOWS: dict[str, tuple[Bucket, int]] = {
+    "day": ("hour", 24),
+    "week": ("day", 7),
+    "month": ("day", 30),
+}
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,7 @@ async def test_counts_per_status_per_bucket_and_last_run(
     assert len(month.json()["buckets"]) == 30
 
     # Another tenant's schedule is a 404 like a missing one; an unknown window is a 422.
-    theirs = await client.get(
-        f"/v1/schedules/{failing.id}/runs/stats", headers=auth("tenant-b")
-    )
+    theirs = await client.get(f"/v1/schedules/{failing.id}/runs/stats", headers=auth("tenant-b"))
     assert theirs.status_code == 404
     bad = await client.get(f"/v1/schedules/{failing.id}/runs/stats?window=year", headers=auth())
     assert bad.status_code == 422
@@ -77,5 +75,6 @@ async def test_a_schedule_without_runs_has_empty_buckets(
     s = await add_schedule(container, receiver.url("/ok"))
     body = (await client.get(f"/v1/schedules/{s.id}/runs/stats", headers=auth())).json()
     assert body["window"] == "day"
-    assert body["last_run"] is None and body["totals"] == {}
+    assert body["last_run"] is None
+    assert body["totals"] == {}
     assert all(b["counts"] == {} for b in body["buckets"])

@@ -16,8 +16,8 @@ from notification.service_layer.ports import (
     NotificationRecord,
     SubscriptionRecord,
 )
+from servicekit.rfc3339 import UtcTimestamp as Timestamp
 from servicekit.text import NO_CONTROL_CHARS, TAB_AND_NEWLINE_ONLY
-from servicekit.timestamps import UtcTimestamp as Timestamp
 from webhookdeliver import AttemptRecord
 
 T = TypeVar("T")

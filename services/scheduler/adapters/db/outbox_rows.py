@@ -1,14 +1,15 @@
 """The one builder of outbox rows: a domain event as the `outbox` table stores it, its payload
-the DESIGN §9 envelope built by `eventbus.envelope` (times in UTC), compact UTF-8 JSON."""
+the DESIGN §9 envelope built by `eventbus.envelope` (times in UTC), compact UTF-8 JSON
+(`servicekit.json_encoding`)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC
 from typing import Any
 
 from eventbus import envelope
 from scheduler.domain.events import DomainEvent
+from servicekit.json_encoding import compact_json
 
 OUTBOX_COLUMNS = ("event_id", "topic", "key", "type", "payload", "created_at")
 
@@ -28,7 +29,7 @@ def event_payload(event: DomainEvent) -> str:
         data=event.data,
         **extra,
     )
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return compact_json(value).decode()
 
 
 def outbox_row(event: DomainEvent) -> dict[str, Any]:

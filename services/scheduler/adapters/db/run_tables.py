@@ -4,8 +4,13 @@ source of truth; `tests/scheduler/runs/test_run_schema.py` checks the two agree.
 Index choices (every hot query is O(rows it returns), never O(table)):
 - `uq_runs_planned_occurrence` (schedule_id, scheduled_for) WHERE trigger = 'schedule': the
   exactly-one-run-per-occurrence guarantee; a violation reads as "already planned".
-- `ix_runs_due` (next_attempt_at) WHERE status IN ('pending', 'retrying'): the dispatcher's
-  claim and its "when is the next run due" probe.
+- `uq_runs_backfill_occurrence` (schedule_id, scheduled_for, backfill_id) WHERE trigger =
+  'backfill': one backfill run per (schedule, occurrence, backfill request) (migration 0007).
+- Due runs in two lanes (migration 0007), so a backfill's old due runs never sit in front of
+  live ones: `ix_runs_live_due` (next_attempt_at) and `ix_runs_live_due_tenant` (tenant_id,
+  next_attempt_at, id) WHERE LIVE_DUE_SQL: the tenant-fair claim (each tenant's oldest, from
+  the tenant whose run waited longest) and the sleep probe; `ix_runs_backfill_due`
+  (next_attempt_at) WHERE BACKFILL_DUE_SQL: the lower-priority lane.
 - `ix_runs_lease` (lease_expires_at) WHERE status = 'in_progress': runs whose worker died.
 - `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages and the
   overlap check ("is an earlier run of this schedule unfinished").
@@ -25,6 +30,9 @@ from scheduler.adapters.db.types import JSONText, UTCDateTime
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
 DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"
+LIVE_DUE_SQL = "status IN ('pending', 'retrying') AND trigger <> 'backfill'"
+BACKFILL_DUE_SQL = "status IN ('pending', 'retrying') AND trigger = 'backfill'"
+BACKFILL_SQL = "trigger = 'backfill'"
 LEASED_SQL = "status = 'in_progress'"
 PLANNED_SQL = "trigger = 'schedule'"
 # The claim's per-row re-check: the same runs as DUE_STATUSES_SQL (the six statuses are a closed
@@ -53,6 +61,8 @@ runs = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     # scheduled_for plus the schedule's jitter (migration 0006); null on older rows.
     sa.Column("due_at", UTCDateTime(), nullable=True),
+    # The backfill request a backfill run belongs to (migration 0007); null on other runs.
+    sa.Column("backfill_id", sa.String(40), nullable=True),
 )
 sa.Index(
     "uq_runs_planned_occurrence",
@@ -63,10 +73,33 @@ sa.Index(
     sqlite_where=sa.text(PLANNED_SQL),
 )
 sa.Index(
-    "ix_runs_due",
+    "uq_runs_backfill_occurrence",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    runs.c.backfill_id,
+    unique=True,
+    postgresql_where=sa.text(BACKFILL_SQL),
+    sqlite_where=sa.text(BACKFILL_SQL),
+)
+sa.Index(
+    "ix_runs_live_due",
     runs.c.next_attempt_at,
-    postgresql_where=sa.text(DUE_STATUSES_SQL),
-    sqlite_where=sa.text(DUE_STATUSES_SQL),
+    postgresql_where=sa.text(LIVE_DUE_SQL),
+    sqlite_where=sa.text(LIVE_DUE_SQL),
+)
+sa.Index(
+    "ix_runs_live_due_tenant",
+    runs.c.tenant_id,
+    runs.c.next_attempt_at,
+    runs.c.id,
+    postgresql_where=sa.text(LIVE_DUE_SQL),
+    sqlite_where=sa.text(LIVE_DUE_SQL),
+)
+sa.Index(
+    "ix_runs_backfill_due",
+    runs.c.next_attempt_at,
+    postgresql_where=sa.text(BACKFILL_DUE_SQL),
+    sqlite_where=sa.text(BACKFILL_DUE_SQL),
 )
 sa.Index(
     "ix_runs_lease",

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.run import Attempt, Run, RunStatus, Trigger
+from scheduler.entrypoints.api import backfill
 from scheduler.entrypoints.api.context import require_writer
 from scheduler.entrypoints.api.schemas import problem_responses
 from scheduler.service_layer import run_stats as stats_svc
@@ -28,9 +29,8 @@ from scheduler.service_layer import runs as svc
 from scheduler.service_layer.errors import InvalidInput
 from scheduler.service_layer.run_ports import RunPageFilter
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.rfc3339 import Rfc3339
+from servicekit.rfc3339 import Rfc3339, UtcTimestamp
 from servicekit.text import NO_CONTROL_CHARS
-from servicekit.timestamps import UtcTimestamp
 
 READ = "schedules:read"
 WRITE = "schedules:write"
@@ -64,6 +64,7 @@ def install_runs(
 ) -> None:
     app.state.runs_ctx = RunsApiContext(uows, clock, wake)
     app.include_router(router)
+    app.include_router(backfill.router)
 
 
 def _ctx(request: Request) -> RunsApiContext:
@@ -92,7 +93,7 @@ class RunOut(BaseModel):
     due_at: UtcTimestamp = Field(
         description="when the first attempt may start: scheduled_for plus the schedule's jitter"
     )
-    trigger: Literal["schedule", "manual", "replay"]
+    trigger: Literal["schedule", "manual", "replay", "backfill"]
     status: Literal["pending", "in_progress", "retrying", "succeeded", "failed", "skipped"]
     skip_reason: str | None
     attempt_count: int
@@ -237,7 +238,9 @@ class RunStatsOut(BaseModel):
     to: UtcTimestamp
     buckets: list[StatsBucketOut]
     totals: dict[str, int]
-    last_run: RunOut | None = Field(description="the schedule's newest run, in or out of the window")
+    last_run: RunOut | None = Field(
+        description="the schedule's newest run, in or out of the window"
+    )
 
 
 # Declared before `/{schedule_id}/runs/{run_id}`, which would otherwise take `stats` for a run id.

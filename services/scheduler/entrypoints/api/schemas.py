@@ -41,7 +41,7 @@ from scheduler.domain.schedule import MAX_DESCRIPTION_CHARS
 from scheduler.domain.timing import MAX_JITTER_SECONDS
 from servicekit.jsonvalue import StorableJson
 from servicekit.problems import Problem, problem_responses
-from servicekit.rfc3339 import Rfc3339
+from servicekit.rfc3339 import Rfc3339, UtcTimestamp
 from servicekit.text import (
     HEADER_VALUE_PATTERN,
     NO_CONTROL_CHARS,
@@ -49,7 +49,6 @@ from servicekit.text import (
     header_value_problem,
     is_token,
 )
-from servicekit.timestamps import UtcTimestamp
 from webhookdeliver import RESERVED_HEADERS
 
 __all__ = ["Problem", "problem_responses"]  # re-exported: the routers import them from here

@@ -10,15 +10,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.adapters.db.run_tables import (
-    DUE_RECHECK_SQL,
-    DUE_STATUSES_SQL,
+    BACKFILL_DUE_SQL,
     LEASED_SQL,
+    LIVE_DUE_SQL,
     delivery_attempts,
     runs,
 )
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
-from scheduler.adapters.db.runs.sql_postgres import INDEX_PATHS_ONLY
+from scheduler.adapters.db.runs.sql_postgres import FAIR_CLAIM, INDEX_PATHS_ONLY
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
@@ -26,8 +26,12 @@ from scheduler.domain.run import LOST_ATTEMPT_KIND, LOST_ATTEMPT_MESSAGE, Run, R
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
-# Fair claims rank tenants within the oldest `limit x 8` due runs (at least 200, at most 2,000):
-# bounded work per claim (an index range scan of the due index), whatever the backlog.
+# The tenant-fair claim on PostgreSQL walks at most this many tenants with live pending or
+# retrying runs (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
+# by the oldest-first fill and, as their runs become the oldest, first in a later claim.
+FAIR_TENANT_SCAN = 1000
+# SQLite (one writer, embedded) ranks tenants within the oldest `limit x 8` live due runs (at
+# least 200, at most 2,000): portable SQL, fair within that window.
 FAIR_WINDOW_FACTOR = 8
 FAIR_WINDOW_MIN = 200
 FAIR_WINDOW_MAX = 2000
@@ -38,14 +42,48 @@ class Claims(RunSql):
     async def acquire_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]:
-        claimed: list[Run] = []
-        # Tenant-fair first: among the oldest due runs (a bounded window of the due index), take
-        # each tenant's oldest before anyone's second, so one tenant's burst of runs cannot all
-        # go before another tenant's. Ranking needs a window function, which cannot carry FOR
-        # UPDATE, so the chosen ids are then locked with SKIP LOCKED (and re-checked as due).
+        """Lanes in order: live due runs tenant-fair; the oldest live due runs nobody holds;
+        runs whose worker died; then backfill runs, only with what the claim has left (a
+        backfill never delays a live run)."""
+        claimed = await self._claim(
+            runs.c.id.in_(await self._fair_choice(now, limit)), owner, now, lease_until
+        )
+        if len(claimed) < limit:
+            # Another replica locked some of the fair choice: fall back to the oldest due runs
+            # nobody holds, so replicas never idle while work is due.
+            claimed += await self._claim_oldest(
+                LIVE_DUE_SQL, owner, now, lease_until, limit - len(claimed)
+            )
+        if len(claimed) < limit:
+            claimed += await self._reclaim_expired(owner, now, lease_until, limit - len(claimed))
+        if len(claimed) < limit:
+            claimed += await self._claim_oldest(
+                BACKFILL_DUE_SQL, owner, now, lease_until, limit - len(claimed)
+            )
+        return claimed
+
+    async def _fair_choice(self, now: datetime, limit: int) -> sa.Select[Any]:
+        """The ids of the tenant-fair choice: each due tenant's oldest live run before anyone's
+        second. PostgreSQL: locked, SKIP LOCKED (sql_postgres.FAIR_CLAIM)."""
+        if self.is_postgres:
+            # Index paths only: statistics are stale in exactly the case that matters (a burst of
+            # new due runs), and with them the planner would otherwise hash- or bitmap-scan
+            # EVERY due run on each claim.
+            await self.conn.execute(INDEX_PATHS_ONLY)
+            fair = (
+                FAIR_CLAIM.bindparams(
+                    sa.bindparam("now", now, type_=UTCDateTime()),
+                    sa.bindparam("limit", limit, type_=sa.Integer()),
+                    sa.bindparam("scan", FAIR_TENANT_SCAN, type_=sa.Integer()),
+                )
+                .columns(id=sa.String())
+                .subquery("fair")
+            )
+            return sa.select(fair.c.id)
+        # One writer: nothing to lock. Ranking needs a window function (no LATERAL here).
         window = (
             sa.select(runs.c.id, runs.c.tenant_id, runs.c.next_attempt_at)
-            .where(sa.text(DUE_STATUSES_SQL))
+            .where(sa.text(LIVE_DUE_SQL))
             .where(runs.c.next_attempt_at <= now)
             .order_by(runs.c.next_attempt_at)
             .limit(min(max(limit * FAIR_WINDOW_FACTOR, FAIR_WINDOW_MIN), FAIR_WINDOW_MAX))
@@ -55,55 +93,24 @@ class Claims(RunSql):
             partition_by=window.c.tenant_id, order_by=(window.c.next_attempt_at, window.c.id)
         )
         ranked = sa.select(window.c.id, window.c.next_attempt_at, turn.label("turn")).subquery("r")
-        fair = (
+        return (
             sa.select(ranked.c.id)
             .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
             .limit(limit)
         )
-        chosen: sa.Select[Any]
-        if self.is_postgres:
-            # Lock the chosen runs one by one through the primary key (LATERAL), re-checked as
-            # due; and walk the due index in order, stopping at the window. Statistics are
-            # stale in exactly the case that matters (a burst of new due runs), and with them
-            # the planner would otherwise hash- or bitmap-scan EVERY due run on each claim.
-            await self.conn.execute(INDEX_PATHS_ONLY)
-            picks = fair.cte("picks")
-            lock = (
-                sa.select(runs.c.id)
-                .where(runs.c.id == picks.c.id)
-                .where(sa.text(DUE_RECHECK_SQL))
-                .where(runs.c.next_attempt_at <= now)
-                .with_for_update(skip_locked=True)
-                .lateral("locked")
-            )
-            chosen = sa.select(lock.c.id).select_from(picks).join(lock, sa.true())
-        else:  # one writer: nothing to lock
-            chosen = (
-                sa.select(runs.c.id)
-                .where(runs.c.id.in_(fair))
-                .where(sa.text(DUE_STATUSES_SQL))
-                .where(runs.c.next_attempt_at <= now)
-            )
-        claimed += await self._claim(
-            runs.c.id.in_(chosen.scalar_subquery()), owner, now, lease_until
+
+    async def _claim_oldest(
+        self, lane: str, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Run]:
+        oldest = (
+            sa.select(runs.c.id)
+            .where(sa.text(lane))
+            .where(runs.c.next_attempt_at <= now)
+            .order_by(runs.c.next_attempt_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
         )
-        if len(claimed) < limit:
-            # Another replica locked some of the fair choice: fall back to the oldest due runs
-            # nobody holds, so replicas never idle while work is due.
-            oldest = (
-                sa.select(runs.c.id)
-                .where(sa.text(DUE_STATUSES_SQL))
-                .where(runs.c.next_attempt_at <= now)
-                .order_by(runs.c.next_attempt_at)
-                .limit(limit - len(claimed))
-                .with_for_update(skip_locked=True)
-            )
-            claimed += await self._claim(
-                runs.c.id.in_(oldest.scalar_subquery()), owner, now, lease_until
-            )
-        if len(claimed) < limit:
-            claimed += await self._reclaim_expired(owner, now, lease_until, limit - len(claimed))
-        return claimed
+        return await self._claim(runs.c.id.in_(oldest.scalar_subquery()), owner, now, lease_until)
 
     async def _reclaim_expired(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -259,33 +266,27 @@ class Claims(RunSql):
         return len(leases)
 
     async def next_run_due_at(self) -> datetime | None:
-        # First rows of the two partial indexes (ORDER BY ... LIMIT 1: see next_schedule_due_at).
-        due = (
-            sa.select(runs.c.next_attempt_at)
-            .where(sa.text(DUE_STATUSES_SQL))
-            .where(runs.c.next_attempt_at.is_not(None))
-            .order_by(runs.c.next_attempt_at)
-            .limit(1)
+        # First rows of the three partial indexes (ORDER BY ... LIMIT 1: see next_schedule_due_at).
+        def first(column: sa.Column[Any], predicate: str) -> sa.ScalarSelect[Any]:
+            q = sa.select(column).where(sa.text(predicate)).where(column.is_not(None))
+            return q.order_by(column).limit(1).scalar_subquery()
+
+        row = await self.conn.execute(
+            sa.select(
+                first(runs.c.next_attempt_at, LIVE_DUE_SQL),
+                first(runs.c.next_attempt_at, BACKFILL_DUE_SQL),
+                first(runs.c.lease_expires_at, LEASED_SQL),
+            )
         )
-        leased = (
-            sa.select(runs.c.lease_expires_at)
-            .where(sa.text(LEASED_SQL))
-            .where(runs.c.lease_expires_at.is_not(None))
-            .order_by(runs.c.lease_expires_at)
-            .limit(1)
-        )
-        row = await self.conn.execute(sa.select(due.scalar_subquery(), leased.scalar_subquery()))
-        first, second = row.one()
-        found = [t for t in (as_datetime(first), as_datetime(second)) if t is not None]
+        found = [t for t in map(as_datetime, row.one()) if t is not None]
         return min(found) if found else None
 
     async def count_due(self, now: datetime) -> int:
-        q = (
-            sa.select(sa.func.count())
-            .select_from(runs)
-            .where(sa.text(DUE_STATUSES_SQL))
-            .where(runs.c.next_attempt_at <= now)
-        )
-        return int((await self.conn.execute(q)).scalar_one())
+        def due(predicate: str) -> sa.ScalarSelect[Any]:
+            q = sa.select(sa.func.count()).select_from(runs).where(sa.text(predicate))
+            return q.where(runs.c.next_attempt_at <= now).scalar_subquery()
+
+        row = await self.conn.execute(sa.select(due(LIVE_DUE_SQL), due(BACKFILL_DUE_SQL)))
+        return sum(int(n) for n in row.one())
 
     # ---- API -----------------------------------------------------------------------------

@@ -29,6 +29,20 @@ class RunReads(RunSql):
         row = (await self.conn.execute(q)).first()
         return None if row is None else row_to_run(row)
 
+    async def occurrences_with_runs(
+        self, tenant_id: str, schedule_id: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        # ix_runs_schedule_history: one index range of the schedule's runs in (after, until].
+        q = (
+            sa.select(runs.c.scheduled_for)
+            .where(runs.c.schedule_id == schedule_id)
+            .where(runs.c.tenant_id == tenant_id)
+            .where(runs.c.scheduled_for > after)
+            .where(runs.c.scheduled_for <= until)
+            .distinct()
+        )
+        return {r[0] for r in await self.conn.execute(q)}
+
     async def delivery_ms_of(self, run_ids: Sequence[str]) -> dict[str, int]:
         if not run_ids:
             return {}
@@ -109,7 +123,9 @@ class RunReads(RunSql):
             fmt = 'YYYY-MM-DD"T"HH24' if bucket == "hour" else "YYYY-MM-DD"
             utc = sa.func.timezone("UTC", runs.c.scheduled_for)
             return sa.func.to_char(utc, fmt, type_=sa.String)
-        return sa.func.substr(runs.c.scheduled_for, 1, 13 if bucket == "hour" else 10, type_=sa.String)
+        return sa.func.substr(
+            runs.c.scheduled_for, 1, 13 if bucket == "hour" else 10, type_=sa.String
+        )
 
 
 def tenant_runs_query(

@@ -28,6 +28,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "payload": run.payload,
         "created_at": run.created_at,
         "due_at": run.due_at,
+        "backfill_id": run.backfill_id,
     }
 
 
@@ -50,6 +51,7 @@ def row_to_run(row: Any) -> Run:
         lease_owner=m["lease_owner"],
         lease_expires_at=m["lease_expires_at"],
         due_at=m.get("due_at"),
+        backfill_id=m.get("backfill_id"),
     )
 
 

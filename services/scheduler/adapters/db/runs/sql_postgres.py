@@ -1,11 +1,13 @@
-"""The runs repository's hand-written PostgreSQL: the planner settings of a claim and the
-one-statement settle (`Settle._write_owned_pg`)."""
+"""The runs repository's hand-written PostgreSQL: the planner settings of a claim, the
+tenant-fair claim (`Claims.acquire_due_runs`) and the one-statement settle
+(`Settle._write_owned_pg`)."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
+from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
 
 # The same runs as DUE_STATUSES_SQL (the six statuses are a closed set), written so PostgreSQL
 # cannot prove ix_runs_due's predicate from it: the claim's per-row re-check must go through the
@@ -17,6 +19,73 @@ INDEX_PATHS_ONLY = sa.text(
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
 )
 
+
+# The tenant-fair claim: the ids of up to :limit live due runs, locked (SKIP LOCKED), every due
+# tenant's oldest before anyone's next, whatever the backlog. Bounded work per claim, all index
+# probes of ix_runs_live_due(_tenant), never a scan of the due runs:
+# - `start`: the tenant of the oldest live due run (ix_runs_live_due, one entry), so the walk
+#   below begins with the tenant that waited longest and no tenant waits behind the alphabet;
+# - `tenants`: a loose index scan over the tenants with live pending or retrying runs, from
+#   `start` on in tenant_id order, wrapping round once, at most :scan tenants (one probe each);
+# - `due_tenants`: the first :limit of those with a run due now (one probe each: a scalar
+#   subquery, which the planner cannot turn into a join over every due run as it did EXISTS);
+# - `share`: each due tenant's share of the claim, ceil(:limit / due tenants);
+# - `picks`: up to `share` oldest due runs per due tenant (an index range each), ranked by
+#   turn; `fair` takes turn 1 of every tenant (oldest-waiting tenant first), then turn 2, ...
+# The final LATERAL locks each choice through the primary key, re-checked as due (a run another
+# claimer took meanwhile is skipped); the claim's fallback fills what another replica holds.
+FAIR_CLAIM = sa.text(
+    f"""
+WITH RECURSIVE
+start AS (
+  SELECT tenant_id FROM runs
+  WHERE {LIVE_DUE_SQL} AND next_attempt_at <= :now
+  ORDER BY next_attempt_at LIMIT 1
+),
+tenants(tenant_id, n) AS (
+  SELECT tenant_id, 1 FROM start
+  UNION ALL
+  SELECT nxt.tenant_id, t.n + 1 FROM tenants t CROSS JOIN LATERAL (
+    SELECT coalesce(
+      (SELECT r.tenant_id FROM runs r WHERE {LIVE_DUE_SQL} AND r.tenant_id > t.tenant_id
+       ORDER BY r.tenant_id LIMIT 1),
+      (SELECT r.tenant_id FROM runs r WHERE {LIVE_DUE_SQL} ORDER BY r.tenant_id LIMIT 1)
+    ) AS tenant_id
+  ) nxt
+  WHERE t.n < :scan AND nxt.tenant_id <> (SELECT tenant_id FROM start)
+),
+due_tenants AS (
+  SELECT t.tenant_id, t.n FROM tenants t
+  WHERE (
+    SELECT r.next_attempt_at FROM runs r WHERE {LIVE_DUE_SQL} AND r.tenant_id = t.tenant_id
+    ORDER BY r.next_attempt_at LIMIT 1
+  ) <= :now
+  LIMIT :limit
+),
+share AS (
+  SELECT CAST(ceil(CAST(:limit AS numeric) / greatest(count(*), 1)) AS int) AS k
+  FROM due_tenants
+),
+picks AS (
+  SELECT p.id, d.n,
+    row_number() OVER (PARTITION BY d.tenant_id ORDER BY p.next_attempt_at, p.id) AS turn
+  FROM due_tenants d CROSS JOIN LATERAL (
+    SELECT r.id, r.next_attempt_at FROM runs r
+    WHERE {LIVE_DUE_SQL} AND r.tenant_id = d.tenant_id AND r.next_attempt_at <= :now
+    ORDER BY r.next_attempt_at, r.id
+    LIMIT (SELECT k FROM share)
+  ) p
+),
+fair AS (
+  SELECT id FROM picks ORDER BY turn, n, id LIMIT :limit
+)
+SELECT locked.id FROM fair CROSS JOIN LATERAL (
+  SELECT runs.id FROM runs
+  WHERE runs.id = fair.id AND {DUE_RECHECK_SQL} AND runs.next_attempt_at <= :now
+  FOR UPDATE OF runs SKIP LOCKED
+) locked
+"""  # noqa: S608 (only the module's own predicate constants are formatted in)
+)
 
 # The settle write on PostgreSQL, one round trip: `locked` locks the runs still leased to the
 # completion's owner, in id order (no deadlock with another settle or a lease extension);

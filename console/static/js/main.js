@@ -1,0 +1,90 @@
+// The console's router: `#/path` fragments, one page module per route.
+import { h, replace } from "./h.js";
+import { route } from "./router.js";
+import { flash, handoff } from "./ui.js";
+import { get, hasToken, setToken, takeTokenFromFragment } from "./api.js";
+import { schedulesPage } from "./pages/schedules.js";
+import { schedulePage } from "./pages/schedule.js";
+import { runPage } from "./pages/run.js";
+import { formPage } from "./pages/form.js";
+import { failedPage } from "./pages/failed.js";
+import { notificationsPage } from "./pages/notifications.js";
+
+const routes = [
+  [/^\/schedules\/?$/, () => schedulesPage()],
+  [/^\/schedules\/new$/, () => formPage(null)],
+  [/^\/schedules\/([^/]+)\/edit$/, (m) => formPage(m[1])],
+  [/^\/schedules\/([^/]+)\/runs\/([^/]+)$/, (m) => runPage(m[1], m[2])],
+  [/^\/schedules\/([^/]+)$/, (m) => schedulePage(m[1])],
+  [/^\/failed$/, () => failedPage()],
+  [/^\/notifications$/, () => notificationsPage()],
+  [/^\/sign-in$/, () => signInPage()],
+];
+
+let current = null;
+
+async function render() {
+  const main = document.getElementById("main");
+  const { path } = route();
+  if (current && current.abort) current.abort();
+  current = new AbortController();
+  document.getElementById("flash").replaceChildren();
+  for (const a of document.querySelectorAll("nav a")) {
+    a.toggleAttribute("aria-current", path.startsWith(a.getAttribute("href").slice(1)));
+  }
+  for (const [re, page] of routes) {
+    const m = re.exec(path);
+    if (m) {
+      replace(main, await page(m, current.signal));
+      if (handoff.flash) {
+        flash(handoff.flash);
+        delete handoff.flash;
+      }
+      main.focus({ preventScroll: true });
+      refreshUnread();
+      return;
+    }
+  }
+  replace(main, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/schedules" }, "Back to schedules")));
+}
+
+function signInPage() {
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const form = h("form", {
+    class: "card form",
+    onsubmit: (e) => {
+      e.preventDefault();
+      setToken(input.value.trim());
+      location.hash = "#/schedules";
+    },
+  },
+  h("label", { for: "token" }, "Bearer token"),
+  input,
+  h("p", { class: "hint" }, "Kept for this tab only (sessionStorage). `make run` prints a link that signs in for you."),
+  h("button", { type: "submit", class: "primary" }, "Sign in"));
+  return h("section", {}, h("h1", {}, "Sign in"), form);
+}
+
+async function refreshUnread() {
+  const el = document.getElementById("unread");
+  try {
+    const page = await get("/v1/notifications/?limit=100");
+    const n = page.items.filter((i) => !i.read).length;
+    el.textContent = n ? `${n}${page.next_cursor && n === page.items.length ? "+" : ""} unread` : "";
+    el.hidden = n === 0;
+  } catch {
+    el.hidden = true;
+  }
+}
+
+window.addEventListener("console:unauthorized", () => {
+  if (route().path !== "/sign-in") location.hash = "#/sign-in";
+});
+window.addEventListener("hashchange", render);
+document.getElementById("sign-out").addEventListener("click", () => {
+  setToken(null);
+  location.hash = "#/sign-in";
+});
+takeTokenFromFragment();
+document.getElementById("sign-out").hidden = !hasToken();
+render();

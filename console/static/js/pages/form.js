@@ -1,0 +1,239 @@
+// Create / edit a schedule: live checks as you type, a live DST-annotated preview
+// (POST /v1/schedules/preview) as the cron, zone or DST policy changes, and the API's errors
+// shown at the field they name.
+import { h, option, replace } from "../h.js";
+import { api, post } from "../api.js";
+import { errorBox, handoff, loading } from "../ui.js";
+import { occurrenceList } from "./schedule.js";
+
+const PREVIEW_DELAY_MS = 250;
+
+// API field path -> form control id.
+const FIELDS = {
+  name: "f-name", description: "f-description", action: "f-action", "target.url": "f-url",
+  "target.timeout_seconds": "f-timeout", "target.headers": "f-headers", payload: "f-payload",
+  cron: "f-cron", timezone: "f-timezone", dst_policy: "f-dst", "retry_policy.max_attempts": "f-attempts",
+  "retry_policy.initial_backoff_seconds": "f-backoff", "breaker.failure_threshold": "f-threshold",
+  misfire_policy: "f-misfire", overlap_policy: "f-overlap",
+};
+
+function zones() {
+  try {
+    return Intl.supportedValuesOf("timeZone");
+  } catch {
+    return ["UTC"];
+  }
+}
+
+function field(id, label, control, hint) {
+  const err = h("p", { class: "field-error", id: `${id}-error`, role: "alert", hidden: true });
+  control.id = id;
+  control.setAttribute("aria-describedby", `${id}-error${hint ? ` ${id}-hint` : ""}`);
+  return h("div", { class: "field" }, h("label", { for: id }, label), control,
+    hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null, err);
+}
+
+export async function formPage(id) {
+  let s = null;
+  let etag = null;
+  if (id) {
+    try {
+      const r = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
+      s = r.data;
+      etag = r.response.headers.get("ETag");
+    } catch (err) {
+      return h("section", {}, h("h1", {}, "Edit schedule"), errorBox(err));
+    }
+  }
+  const v = (x, d) => (x === undefined || x === null ? d : x);
+  const c = {
+    name: h("input", { value: v(s?.name, ""), required: true, maxlength: 200, autocomplete: "off" }),
+    description: h("input", { value: v(s?.description, "") }),
+    action: h("select", {}, option("webhook", "webhook (POST to a URL)", v(s?.action, "webhook")), option("event", "event (emit schedule.triggered)", v(s?.action, "webhook"))),
+    url: h("input", { type: "url", value: v(s?.target?.url, ""), placeholder: "https://example.com/hook" }),
+    timeout: h("input", { type: "number", min: 1, max: 60, value: v(s?.target?.timeout_seconds, 10) }),
+    headers: h("textarea", { rows: 2, placeholder: '{"X-Team": "ops"}' }),
+    payload: h("textarea", { rows: 3, placeholder: '{"report": "daily"}' }),
+    cron: h("input", { value: v(s?.cron, "0 3 * * *"), required: true, autocomplete: "off", spellcheck: "false" }),
+    timezone: h("input", { value: v(s?.timezone, Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"), list: "zones", required: true, autocomplete: "off" }),
+    dst: h("select", {}, ["shift", "skip", "literal"].map((p) => option(p, p, v(s?.dst_policy, "shift")))),
+    attempts: h("input", { type: "number", min: 1, max: 20, value: v(s?.retry_policy?.max_attempts, 5) }),
+    backoff: h("input", { type: "number", min: 1, step: "any", value: v(s?.retry_policy?.initial_backoff_seconds, 10) }),
+    threshold: h("input", { type: "number", min: 1, value: v(s?.breaker?.failure_threshold, 5) }),
+    misfire: h("select", {}, ["fire_once", "skip", "fire_all"].map((p) => option(p, p, v(s?.misfire_policy, "fire_once")))),
+    overlap: h("select", {}, ["allow", "skip"].map((p) => option(p, p, v(s?.overlap_policy, "allow")))),
+    after: h("input", { type: "date" }),
+  };
+  if (s?.target?.headers && Object.keys(s.target.headers).length) c.headers.value = JSON.stringify(s.target.headers);
+  if (s && s.payload !== null && s.payload !== undefined) c.payload.value = JSON.stringify(s.payload, null, 2);
+  const general = h("div", { id: "form-error" });
+  const preview = h("div", { id: "preview", "aria-live": "polite" });
+  const submit = h("button", { type: "submit", class: "primary" }, s ? "Save changes" : "Create schedule");
+  const webhookOnly = h("fieldset", {}, h("legend", {}, "Webhook"),
+    field("f-url", "Target URL", c.url),
+    field("f-timeout", "Timeout (seconds)", c.timeout),
+    field("f-headers", "Headers (JSON object)", c.headers, "Sent with every delivery; optional."));
+  const form = h("form", { class: "form card", novalidate: true },
+    general,
+    field("f-name", "Name", c.name),
+    field("f-description", "Description", c.description),
+    field("f-action", "Action", c.action),
+    webhookOnly,
+    field("f-payload", "Payload (JSON)", c.payload, "Optional; the webhook body or the event's data."),
+    h("fieldset", {}, h("legend", {}, "When"),
+      field("f-cron", "Cron expression", c.cron, "minute hour day-of-month month day-of-week, e.g. 0 3 * * 1-5"),
+      field("f-timezone", "Time zone", c.timezone, "IANA name, e.g. Europe/Paris"),
+      field("f-dst", "DST policy", c.dst, "shift: a missing wall time fires at the transition; skip: it does not fire; literal: repeated times fire twice"),
+      h("datalist", { id: "zones" }, zones().map((z) => h("option", { value: z })))),
+    h("fieldset", {}, h("legend", {}, "Delivery"),
+      field("f-attempts", "Max attempts", c.attempts),
+      field("f-backoff", "First retry after (seconds)", c.backoff),
+      field("f-threshold", "Pause after this many failed runs in a row", c.threshold),
+      field("f-misfire", "Misfire policy", c.misfire),
+      field("f-overlap", "Overlap policy", c.overlap)),
+    h("div", { class: "row" }, submit, h("a", { href: s ? `#/schedules/${encodeURIComponent(s.id)}` : "#/schedules", class: "button" }, "Cancel")));
+  const showAction = () => { webhookOnly.hidden = c.action.value !== "webhook"; };
+  c.action.addEventListener("change", showAction);
+  showAction();
+
+  const setError = (fid, text) => {
+    const el = document.getElementById(`${fid}-error`) || form.querySelector(`#${fid}-error`);
+    if (!el) return false;
+    el.textContent = text || "";
+    el.hidden = !text;
+    form.querySelector(`#${fid}`)?.setAttribute("aria-invalid", text ? "true" : "false");
+    return true;
+  };
+  const clearErrors = () => {
+    for (const el of form.querySelectorAll(".field-error")) { el.hidden = true; el.textContent = ""; }
+    for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+    replace(general);
+  };
+  const json = (el, fid, what) => {
+    if (!el.value.trim()) return { ok: true, value: undefined };
+    try {
+      const value = JSON.parse(el.value);
+      if (what === "object" && (typeof value !== "object" || value === null || Array.isArray(value))) throw new Error("not an object");
+      setError(fid, "");
+      return { ok: true, value };
+    } catch {
+      setError(fid, what === "object" ? "Must be a JSON object, e.g. {\"X-Team\": \"ops\"}" : "Must be valid JSON");
+      return { ok: false };
+    }
+  };
+  // Live checks of what the browser can know; the API has the last word.
+  const local = () => {
+    let ok = true;
+    const need = (el, fid, text) => { const bad = !el.value.trim(); setError(fid, bad ? text : ""); ok = ok && !bad; };
+    need(c.name, "f-name", "A name is required.");
+    need(c.cron, "f-cron", "A cron expression is required.");
+    need(c.timezone, "f-timezone", "A time zone is required.");
+    if (c.action.value === "webhook") need(c.url, "f-url", "A target URL is required for a webhook.");
+    ok = json(c.headers, "f-headers", "object").ok && ok;
+    ok = json(c.payload, "f-payload", "any").ok && ok;
+    return ok;
+  };
+  for (const key of ["name", "url", "headers", "payload"]) c[key].addEventListener("change", local);
+
+  const body = () => {
+    const out = {
+      name: c.name.value.trim(),
+      description: c.description.value.trim() || null,
+      cron: c.cron.value.trim(),
+      timezone: c.timezone.value.trim(),
+      dst_policy: c.dst.value,
+      retry_policy: { max_attempts: Number(c.attempts.value), initial_backoff_seconds: Number(c.backoff.value) },
+      breaker: { failure_threshold: Number(c.threshold.value) },
+      misfire_policy: c.misfire.value,
+      overlap_policy: c.overlap.value,
+    };
+    if (!s) out.action = c.action.value;
+    if (c.action.value === "webhook") {
+      out.target = { url: c.url.value.trim(), timeout_seconds: Number(c.timeout.value) };
+      const headers = json(c.headers, "f-headers", "object").value;
+      if (headers) out.target.headers = headers;
+    }
+    const payload = json(c.payload, "f-payload", "any").value;
+    if (payload !== undefined) out.payload = payload;
+    return out;
+  };
+
+  const showProblem = (err) => {
+    let placed = false;
+    for (const [path, text] of Object.entries(err.fields)) {
+      const fid = FIELDS[path] || FIELDS[path.split(".")[0]];
+      if (fid && setError(fid, text)) placed = true;
+    }
+    if (!placed || ![400, 422].includes(err.status)) replace(general, errorBox(err));
+    form.querySelector("[aria-invalid=true]")?.focus();
+  };
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clearErrors();
+    if (!local()) {
+      form.querySelector("[aria-invalid=true]")?.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      if (s) {
+        await api("PATCH", `/v1/schedules/${encodeURIComponent(s.id)}`, { body: body(), headers: etag ? { "If-Match": etag } : {} });
+        location.hash = `#/schedules/${encodeURIComponent(s.id)}`;
+      } else {
+        const created = await post("/v1/schedules/", body());
+        handoff.secret = created.secret;
+        handoff.secretFor = created.id;
+        location.hash = `#/schedules/${encodeURIComponent(created.id)}`;
+      }
+    } catch (err) {
+      showProblem(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  // Live preview.
+  let timer = null;
+  let inflight = null;
+  let previewAvailable = true;
+  const refresh = async () => {
+    if (!previewAvailable) return;
+    if (inflight) inflight.abort();
+    inflight = new AbortController();
+    const req = { cron: c.cron.value.trim(), timezone: c.timezone.value.trim(), dst_policy: c.dst.value, count: 10 };
+    if (!req.cron || !req.timezone) return replace(preview, h("p", { class: "muted" }, "Enter a cron expression and a time zone."));
+    if (c.after.value) req.after = `${c.after.value}T00:00:00Z`;
+    replace(preview, loading("preview"));
+    try {
+      const out = await post("/v1/schedules/preview", req, { signal: inflight.signal });
+      setError("f-cron", ""); setError("f-timezone", ""); setError("f-dst", "");
+      replace(preview, out.items.length ? occurrenceList(out.items, out.timezone) : h("p", { class: "muted" }, "No occurrence."));
+    } catch (err) {
+      if (err.name === "AbortError") return;
+      if (err.status === 404 || err.status === 405) {
+        previewAvailable = false;
+        return replace(preview, h("p", { class: "muted" }, "Preview is not available on this server."));
+      }
+      replace(preview, h("p", { class: "muted" }, "No preview until the timing fields are valid."));
+      for (const [path, text] of Object.entries(err.fields || {})) {
+        const fid = FIELDS[path];
+        if (fid) setError(fid, text);
+      }
+      if (!Object.keys(err.fields || {}).length) replace(preview, errorBox(err));
+    }
+  };
+  const schedulePreview = () => { clearTimeout(timer); timer = setTimeout(refresh, PREVIEW_DELAY_MS); };
+  for (const el of [c.cron, c.timezone, c.dst, c.after]) {
+    el.addEventListener("input", schedulePreview);
+    el.addEventListener("change", schedulePreview);
+  }
+  refresh();
+
+  return h("section", {},
+    h("h1", {}, s ? `Edit “${s.name}”` : "New schedule"),
+    h("div", { class: "grid form-grid" }, form,
+      h("aside", { class: "card" }, h("h2", {}, "Next occurrences"),
+        h("div", { class: "field" }, h("label", { for: "f-after" }, "Preview from (date, UTC)"), Object.assign(c.after, { id: "f-after" })),
+        preview)));
+}

@@ -1,0 +1,194 @@
+// One schedule: its definition, actions, the next 10 occurrences, the run timeline (aggregated
+// by the API) and its runs with filters.
+import { h, option, replace } from "../h.js";
+import { api, get, post, query } from "../api.js";
+import { cronInWords } from "../cron.js";
+import { timeEl } from "../time.js";
+import { badge, definition, empty, errorBox, flash, handoff, loading, pre, secretBox, table } from "../ui.js";
+import { stats } from "./stats.js";
+
+export async function schedulePage(id) {
+  const path = `/v1/schedules/${encodeURIComponent(id)}`;
+  let s, etag;
+  try {
+    const r = await api("GET", path);
+    s = r.data;
+    etag = r.response.headers.get("ETag");
+  } catch (err) {
+    return h("section", {}, h("h1", {}, "Schedule"), errorBox(err), h("p", {}, h("a", { href: "#/schedules" }, "All schedules")));
+  }
+  const secret = h("div", {});
+  if (handoff.secret && handoff.secretFor === id) {
+    replace(secret, secretBox("Signing secret", handoff.secret));
+    delete handoff.secret;
+  }
+  const words = cronInWords(s.cron);
+  const head = h("div", { class: "page-head" },
+    h("h1", {}, s.name, " ", badge(s.state)),
+    h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit"));
+  const def = definition([
+    s.description ? ["Description", s.description] : null,
+    ["State", s.paused_reason ? `${s.state} — ${s.paused_reason}` : s.state],
+    ["Schedule", s.cron ? [words ? `${words} — ` : "", h("code", {}, s.cron)] : ["once at ", timeEl(s.run_at, s.timezone)]],
+    ["Time zone", s.timezone],
+    ["DST policy", s.dst_policy],
+    ["Next run", timeEl(s.next_run_at, s.timezone)],
+    ["Action", s.action],
+    s.target ? ["Target", h("code", { class: "wrap" }, s.target.url)] : null,
+    s.target && s.target.headers && Object.keys(s.target.headers).length ? ["Headers", pre(s.target.headers)] : null,
+    s.target ? ["Timeout", `${s.target.timeout_seconds} s`] : null,
+    ["Payload", s.payload === null || s.payload === undefined ? null : pre(s.payload)],
+    ["Retries", `${s.retry_policy.max_attempts} attempts, backoff ${s.retry_policy.initial_backoff_seconds}–${s.retry_policy.max_backoff_seconds} s`],
+    ["Misfire / overlap", `${s.misfire_policy} / ${s.overlap_policy}`],
+    ["Breaker", `pauses after ${s.breaker.failure_threshold} failed runs in a row`],
+    ["Created", timeEl(s.created_at, s.timezone)],
+    ["Updated", timeEl(s.updated_at, s.timezone)],
+  ]);
+  return h("section", {}, head, secret, actions(s, path, etag, secret),
+    h("div", { class: "grid" },
+      h("div", { class: "card" }, h("h2", {}, "Definition"), def),
+      h("div", { class: "card" }, h("h2", {}, "Next 10 occurrences"), occurrences(path, s.timezone))),
+    h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path)),
+    h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)));
+}
+
+function actions(s, path, etag, secret) {
+  const reload = () => window.dispatchEvent(new HashChangeEvent("hashchange"));
+  const guard = (fn) => async (e) => {
+    e.preventDefault();
+    const btn = e.submitter || e.currentTarget;
+    btn.disabled = true;
+    try {
+      await fn();
+    } catch (err) {
+      flash(`${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`, "error");
+    } finally {
+      btn.disabled = false;
+    }
+  };
+  const reason = h("input", { id: "pause-reason", maxlength: 500, placeholder: "maintenance" });
+  const pause = h("form", { class: "inline", onsubmit: guard(async () => {
+    await post(`${path}/pause`, reason.value ? { reason: reason.value } : {});
+    reload();
+    flash("Paused.");
+  }) },
+  h("label", { for: "pause-reason" }, "Pause reason"), reason, h("button", { type: "submit" }, "Pause"));
+  const resume = h("button", { type: "button", onclick: guard(async () => {
+    await post(`${path}/resume`);
+    reload();
+    flash("Resumed.");
+  }) }, "Resume");
+  const trigger = h("button", { type: "button", class: "primary", onclick: guard(async () => {
+    const run = await post(`${path}/trigger`);
+    location.hash = `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(run.id)}`;
+  }) }, "Trigger now");
+  const rotate = h("button", { type: "button", onclick: guard(async () => {
+    const out = await post(`${path}/secret/rotate`);
+    replace(secret, secretBox("New signing secret (the old one keeps signing for a grace period)", out.secret));
+  }) }, "Rotate secret");
+  const confirmBox = h("div", { class: "confirm", hidden: true, role: "alertdialog", "aria-label": "Confirm delete" },
+    h("p", {}, `Delete “${s.name}”? Its runs stay readable until retention, the schedule does not.`),
+    h("button", { type: "button", class: "danger", onclick: guard(async () => {
+      await api("DELETE", path, { headers: etag ? { "If-Match": etag } : {} });
+      handoff.flash = `Deleted “${s.name}”.`;
+      location.hash = "#/schedules";
+    }) }, "Yes, delete"),
+    h("button", { type: "button", onclick: () => { confirmBox.hidden = true; del.focus(); } }, "Cancel"));
+  const del = h("button", { type: "button", class: "danger", onclick: () => {
+    confirmBox.hidden = false;
+    confirmBox.querySelector("button").focus();
+  } }, "Delete…");
+  return h("div", { class: "actions card" },
+    trigger, s.state === "paused" ? resume : s.state === "active" ? pause : null, rotate, del, confirmBox);
+}
+
+function occurrences(path, zone) {
+  const box = h("div", {}, loading("occurrences"));
+  get(`${path}/occurrences?count=10`).then((o) => {
+    if (!o.items.length) return replace(box, empty("No future occurrence."));
+    replace(box, occurrenceList(o.items, zone));
+  }, (err) => replace(box, errorBox(err)));
+  return box;
+}
+
+const DST_TEXT = { shifted: "DST: shifted (wall time did not exist)", first_pass: "DST: first pass", second_pass: "DST: second pass" };
+
+export function occurrenceList(items, zone) {
+  return h("ol", { class: "occurrences" }, items.map((o) => h("li", {},
+    h("time", { datetime: o.utc, title: `UTC ${o.utc}` }, o.at),
+    o.dst ? h("span", { class: `dst dst-${o.dst}` }, DST_TEXT[o.dst] || o.dst) : null,
+    zone ? null : null)));
+}
+
+function timelineCard(path) {
+  const chart = h("div", {}, loading("timeline"));
+  const buttons = ["day", "week", "month"].map((w) => h("button", {
+    type: "button", "aria-pressed": String(w === "day"), dataset: { window: w },
+    onclick: () => show(w),
+  }, w === "day" ? "Day" : w === "week" ? "Week" : "Month"));
+  const show = async (w) => {
+    for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.window === w));
+    replace(chart, loading("timeline"));
+    try {
+      replace(chart, stats.timeline(await get(`${path}/runs/stats?window=${w}`)));
+    } catch (err) {
+      replace(chart, errorBox(err));
+    }
+  };
+  show("day");
+  return h("div", {}, h("div", { class: "segmented", role: "group", "aria-label": "Window" }, buttons), chart);
+}
+
+const STATUSES = ["", "pending", "in_progress", "retrying", "succeeded", "failed", "skipped"];
+const TRIGGERS = ["", "schedule", "manual", "replay", "backfill"];
+
+function runsCard(path, s) {
+  const statusSel = h("select", { id: "run-status" }, STATUSES.map((v) => option(v, v || "any", "")));
+  const triggerSel = h("select", { id: "run-trigger" }, TRIGGERS.map((v) => option(v, v || "any", "")));
+  const list = h("div", {}, loading("runs"));
+  const load = () => runList(list, path, s, { status: statusSel.value, trigger: triggerSel.value });
+  statusSel.addEventListener("change", load);
+  triggerSel.addEventListener("change", load);
+  load();
+  return h("div", {},
+    h("div", { class: "filters" },
+      h("div", { class: "field" }, h("label", { for: "run-status" }, "Status"), statusSel),
+      h("div", { class: "field" }, h("label", { for: "run-trigger" }, "Trigger"), triggerSel)),
+    list);
+}
+
+export function runRow(r, zone, extra = []) {
+  return h("tr", {},
+    h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(r.schedule_id)}/runs/${encodeURIComponent(r.id)}` }, timeEl(r.scheduled_for, zone))),
+    h("td", {}, r.trigger),
+    h("td", {}, badge(r.status), r.skip_reason ? h("span", { class: "small muted" }, ` ${r.skip_reason}`) : null),
+    h("td", { class: "num" }, String(r.attempt_count)),
+    h("td", {}, timeEl(r.finished_at, zone)),
+    extra);
+}
+
+async function runList(box, path, s, filters) {
+  replace(box, loading("runs"));
+  const rows = h("tbody", {});
+  const more = h("button", { type: "button", hidden: true }, "Load more");
+  let cursor = null;
+  const next = async () => {
+    more.disabled = true;
+    try {
+      const p = await get(`${path}/runs${query({ limit: 50, cursor, ...filters })}`);
+      for (const r of p.items) rows.appendChild(runRow(r, s.timezone));
+      cursor = p.next_cursor;
+      more.hidden = !cursor;
+      if (!rows.children.length) replace(box, empty("No runs yet. Trigger one, or wait for the next occurrence."));
+    } catch (err) {
+      replace(box, errorBox(err));
+    } finally {
+      more.disabled = false;
+    }
+  };
+  more.addEventListener("click", next);
+  const t = table("Runs", ["Scheduled for", "Trigger", "Status", "Attempts", "Finished"], []);
+  t.querySelector("tbody").replaceWith(rows);
+  replace(box, t, more);
+  await next();
+}

@@ -1,0 +1,140 @@
+"""Backfill (`POST /v1/schedules/{id}/backfill`, DESIGN §5 and §6): runs for a schedule's past
+occurrences in (after, until], on request.
+
+- A dry run lists the annotated occurrences (DESIGN §7a) with, for each, whether a run of any
+  trigger already exists for it; it stores nothing.
+- Otherwise each occurrence gets a pending run (`trigger: backfill`, due now, the schedule's
+  payload). Without `include_existing` an occurrence that already has a run is left alone and
+  every such backfill shares one backfill id (ONCE), so the unique key (schedule, occurrence,
+  backfill id) makes repeating the request, even concurrently, create nothing new. With
+  `include_existing` the request gets a fresh backfill id: every occurrence gets a new run.
+- At most MAX_BACKFILL_OCCURRENCES per request; the count is named in the refusal (counted up to
+  COUNT_CAP, "more than" beyond).
+- The runs count toward `max_runs_per_day` in the UTC day of their `scheduled_for`, like every
+  run (domain/tenant.py); a request that would take a day over the limit is refused whole.
+- The dispatcher claims backfill runs in a lower-priority lane (adapters/db/runs/claims.py): only
+  with what a claim has left after the live runs due, so a backfill never delays a live run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler.domain.run import Run, Trigger
+from scheduler.domain.tenant import quota_day, runs_remaining
+from scheduler.domain.timing import AnnotatedOccurrence, annotated_occurrences
+from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
+from scheduler.service_layer.quota import entitlements_for
+from scheduler.service_layer.schedules import compile_timing
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from servicekit.ids import new_id
+
+Clock = Callable[[], datetime]
+Wake = Callable[[], None]
+
+MAX_BACKFILL_OCCURRENCES = 10_000
+COUNT_CAP = 100_000
+ONCE = "bfl_once"
+
+
+@dataclass(frozen=True)
+class BackfillItem:
+    occurrence: AnnotatedOccurrence
+    exists: bool
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    items: list[BackfillItem]
+    """The occurrences in the range (every request fills them; a dry run answers with them)."""
+    created: int
+    existing: int
+    timezone: str
+
+
+async def backfill(
+    uows: UnitOfWorkFactory,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    after: datetime,
+    until: datetime,
+    dry_run: bool,
+    include_existing: bool,
+    clock: Clock,
+    wake: Wake | None = None,
+) -> BackfillResult:
+    if after >= until:
+        raise InvalidInput("from", "must be before 'to'")
+    now = clock()
+    if until > now:
+        raise InvalidInput("to", "must not be in the future (planned runs cover it)")
+    async with uows() as uow:
+        schedule = await uow.schedules.get(tenant_id, schedule_id)
+        if schedule is None or schedule.is_deleted:
+            raise NotFound("schedule", schedule_id)
+        compiled = compile_timing(schedule.timing())
+        # One beyond the limit tells "too many"; counting on to COUNT_CAP names how many.
+        found = annotated_occurrences(
+            compiled, schedule_id=schedule.id, after=after, count=COUNT_CAP + 1
+        )
+        occurrences = [o for o in found if o.at <= until]
+        if len(occurrences) > MAX_BACKFILL_OCCURRENCES:
+            many = len(occurrences)
+            count = f"more than {COUNT_CAP}" if many > COUNT_CAP else str(many)
+            raise InvalidInput(
+                "to",
+                f"(from, to] holds {count} occurrences; at most {MAX_BACKFILL_OCCURRENCES} per "
+                "backfill",
+            )
+        have = await uow.runs.occurrences_with_runs(tenant_id, schedule.id, after, until)
+        items = [BackfillItem(o, o.at in have) for o in occurrences]
+        existing = sum(i.exists for i in items)
+        if dry_run:
+            return BackfillResult(items, 0, existing, schedule.timezone)
+        backfill_id = new_id("bfl", at=now) if include_existing else ONCE
+        new_runs = [
+            _backfill_run(tenant_id, schedule.id, i.occurrence.at, now, schedule.payload)
+            for i in items
+            if include_existing or not i.exists
+        ]
+        for run in new_runs:
+            run.backfill_id = backfill_id
+        await _check_daily_runs(uow, tenant_id, new_runs)
+        created = await uow.runs.insert_runs(new_runs)
+        await uow.commit()
+    if wake is not None and created:
+        wake()
+    # A run a concurrent twin request inserted first counts as existing.
+    return BackfillResult(items, created, existing + len(new_runs) - created, schedule.timezone)
+
+
+def _backfill_run(
+    tenant_id: str, schedule_id: str, occurrence: datetime, now: datetime, payload: Any
+) -> Run:
+    """Due now: the occurrence is past; its lag counts from when it was asked for."""
+    return Run.planned(
+        tenant_id=tenant_id,
+        schedule_id=schedule_id,
+        scheduled_for=occurrence.astimezone(UTC),
+        now=now,
+        trigger=Trigger.BACKFILL,
+        payload=payload,
+        due_at=now,
+    )
+
+
+async def _check_daily_runs(uow: UnitOfWork, tenant_id: str, new_runs: list[Run]) -> None:
+    """max_runs_per_day in each UTC day the new runs fall in (their scheduled_for)."""
+    if not new_runs:
+        return
+    ent = await entitlements_for(uow, tenant_id)
+    per_day = Counter(quota_day(r.scheduled_for) for r in new_runs)
+    for (start, end), n in sorted(per_day.items()):
+        used = (await uow.runs.count_runs_by_tenant([tenant_id], start, end)).get(tenant_id, 0)
+        if runs_remaining(ent, used) < n:
+            raise QuotaExceeded("max_runs_per_day", ent.max_runs_per_day, used + n)
