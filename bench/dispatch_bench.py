@@ -57,6 +57,7 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
+from servicekit import event_loop
 from webhookdeliver import sign
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
@@ -597,7 +598,7 @@ async def _versus_pgqueuer(c: Container, db: str, url: str, rounds: int) -> dict
         "runs": n,
         "in_flight": BURST_IN_FLIGHT,
         "rounds": rounds,
-        "ours_loop": "asyncio",
+        "ours_loop": event_loop.loop_name(),
         "pgqueuer_loop": "uvloop",
     }
     for label, got in results.items():
@@ -695,6 +696,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        asyncio.run(_worker(sys.argv[2], int(sys.argv[3]), "--profile" in sys.argv[4:]))
+        # The loop every entrypoint runs on (uvloop where installed), as the worker would.
+        event_loop.run(_worker(sys.argv[2], int(sys.argv[3]), "--profile" in sys.argv[4:]))
     else:
         print(json.dumps(run("--quick" in sys.argv), indent=2))

@@ -40,7 +40,6 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
-from servicekit import event_loop
 from servicekit.http_server import http_server
 from servicekit.logging import configure_logging
 
@@ -204,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     text = banner(dev_token(built), args.scheduler_port, args.notification_port, args.console_port)
     with contextlib.suppress(KeyboardInterrupt):
-        event_loop.run(
+        asyncio.run(
             serve_all(
                 built,
                 notification,

@@ -1,14 +1,12 @@
-"""The event loop every entrypoint runs on: uvloop where it is installed, else asyncio's own.
+"""uvloop where it is installed, else asyncio's own loop: `run(main())` for `asyncio.run(main())`.
 
-    from servicekit.event_loop import run
-    run(main())          # instead of asyncio.run(main())
-
-uvloop (libuv) runs the same asyncio programs with less CPU per callback, socket read and
-write; the dispatchers are CPU-bound on one core, so that is throughput. It is a production
-dependency on Linux and macOS; where it is not installed (Windows has no wheel) the stock loop
-runs the same code. `SERVICE_EVENT_LOOP=asyncio` picks the stock loop anyway (to rule uvloop
-out when diagnosing). The HTTP servers are uvicorn's `Server.serve()` inside this loop, so
-uvicorn's own `loop=` setting never applies.
+uvloop (libuv) runs the same asyncio programs with less CPU per callback and socket call. The
+dispatch benchmark's worker runs on it (pgqueuer's baseline does too). The services' entrypoints
+stay on the stock loop: under uvloop the HTTP servers' accept-time connection cap
+(servicekit/http_protocol.py) answers 503 to far fewer of a flood of connections, the rest
+wait in the listen backlog until they time out (tests/servicekit/test_http_fault_processes.py,
+run with TEST_EVENT_LOOP=uvloop, fails). `SERVICE_EVENT_LOOP=asyncio` picks the stock loop here
+too.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
@@ -50,20 +51,23 @@ _TOKEN_CHARS: Final = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def is_reserved_header(name: str) -> bool:
-    """True when a tenant may not set header `name` (any case)."""
+    """True when a tenant may not set header `name` (any case). Remembered, like `_is_token`."""
     lowered = name.strip().lower()
     return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES)
 
 
 def is_valid_header(name: str, value: str) -> bool:
-    """A syntactically valid RFC 9110 field name (token) and a value without CR, LF or NUL."""
-    return (
-        bool(name)
-        and set(name) <= _TOKEN_CHARS
-        and not any(c in value for c in "\r\n\x00")
-        and value.isprintable()
-    )
+    """A syntactically valid RFC 9110 field name (token) and a printable value (so no CR, LF or
+    NUL: they are control characters)."""
+    return _is_token(name) and value.isprintable()
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_token(name: str) -> bool:
+    # Remembered: the same few names are checked on every attempt.
+    return bool(name) and set(name) <= _TOKEN_CHARS
 
 
 def tenant_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -167,10 +167,56 @@ async def test_failed_run_replayed_and_markup_stays_text(
     assert await page.evaluate("window.__xss") is None
 
 
+async def test_breaker_alert_in_the_inbox_with_unread_count(
+    console: Console, receiver: Receiver, page: Page
+) -> None:
+    async with console.api() as api:
+        created = await api.post(
+            "/v1/schedules/",
+            json={
+                "name": f"fragile {XSS}",
+                "cron": "0 3 * * *",
+                "timezone": "UTC",
+                "action": "webhook",
+                "target": {"url": receiver.url("/fail")},
+                "retry_policy": {"max_attempts": 1},
+                "breaker": {"failure_threshold": 1},
+            },
+        )
+        sid = created.json()["id"]
+        await api.post(f"/v1/schedules/{sid}/trigger")
+
+        async def alerted() -> bool:
+            return bool((await api.get("/v1/notifications/")).json()["items"])
+
+        await wait_until(alerted, 30, "the breaker's alert in the inbox")
+
+    await page.goto(console.link)
+    row = page.locator("table.schedules tbody tr")
+    await expect(row.locator(".badge").first).to_have_text("paused")
+    await expect(page.locator("#unread")).to_have_text("1 unread")
+    await page.get_by_role("link", name="Notifications").click()
+    item = page.locator(".inbox li.unread")
+    await expect(item).to_have_count(1)
+    await expect(item).to_contain_text(f"fragile {XSS}")
+    await shoot(page, "inbox")
+    assert await page.locator("main img").count() == 0
+    await item.get_by_role("button", name="Mark as read").click()
+    await expect(page.locator(".inbox li.read")).to_have_count(1)
+    await expect(page.locator("#unread-count")).to_have_text("0 unread")
+    assert await page.evaluate("window.__xss") is None
+
+
 async def test_subscribe_and_see_a_delivery(
     console: Console, receiver: Receiver, page: Page
 ) -> None:
-    await page.goto(console.link)
+    # Without the link's token the API answers 401 and the console asks for one.
+    await page.goto(console.origin + "/")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_label("Bearer token").fill(console.token)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Schedules")).to_be_visible()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     await page.get_by_role("link", name="Notifications").click()
     await expect(page.get_by_text("Nothing yet.")).to_be_visible()
     await page.get_by_label("Endpoint URL").fill(receiver.url("/events"))

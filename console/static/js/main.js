@@ -29,6 +29,7 @@ async function render() {
   if (current && current.abort) current.abort();
   current = new AbortController();
   document.getElementById("flash").replaceChildren();
+  document.getElementById("sign-out").hidden = !hasToken();
   for (const a of document.querySelectorAll("nav a")) {
     a.toggleAttribute("aria-current", path.startsWith(a.getAttribute("href").slice(1)));
   }
@@ -86,5 +87,4 @@ document.getElementById("sign-out").addEventListener("click", () => {
   location.hash = "#/sign-in";
 });
 takeTokenFromFragment();
-document.getElementById("sign-out").hidden = !hasToken();
 render();

@@ -19,11 +19,21 @@ export function badge(status) {
 }
 
 export function table(caption, headers, rows, { className } = {}) {
-  return h("div", { class: "table-wrap" },
+  const wrap = h("div", { class: "table-wrap" },
     h("table", { class: className || "" },
       h("caption", { class: "visually-hidden" }, caption),
       h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows)));
+  labelCells(wrap);
+  return wrap;
+}
+
+// Each cell carries its column's name: at phone width rows stack and the CSS shows it.
+export function labelCells(root) {
+  const names = [...root.querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const tr of root.querySelectorAll("tbody tr")) {
+    [...tr.children].forEach((td, i) => { if (names[i]) td.dataset.label = names[i]; });
+  }
 }
 
 // A `<dl>` of label / value pairs; values may be nodes.

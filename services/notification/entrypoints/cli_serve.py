@@ -4,11 +4,11 @@ SIGTERM/SIGINT: the HTTP server stops (servicekit's one server helper), then the
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
-from servicekit import event_loop
 from servicekit.http_server import http_server, serve
 from servicekit.logging import configure_logging
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(service="notification")
     settings = NotificationSettings(dev=bool(args.dev))
     try:
-        event_loop.run(_serve(settings, args.host, args.port))
+        asyncio.run(_serve(settings, args.host, args.port))
     except ConfigError as exc:
         print(f"notification: {exc}", file=sys.stderr)
         return 2

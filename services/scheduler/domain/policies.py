@@ -27,6 +27,9 @@ class OverlapPolicy(StrEnum):
     """Run concurrently."""
     SKIP = "skip"
     """Record the new occurrence as skipped (overlap)."""
+    BUFFER_ONE = "buffer_one"
+    """The next occurrence waits for the previous run and starts when it finishes; at most one
+    waits, the others meanwhile are skipped (overlap)."""
 
 
 class DstPolicy(StrEnum):

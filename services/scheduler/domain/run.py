@@ -210,6 +210,9 @@ class Run:
     endpoint: str | None = None
     """`host:port` a webhook run delivers to, for its terminal event (set by the dispatcher
     from the schedule's target when it claims the run; not a column)."""
+    wakes_waiting: bool = False
+    """Set by the dispatcher on an attempted run of a buffer_one schedule (not a column): when
+    it finishes, the schedule's waiting run becomes due at once."""
     lease_expiries: int = 0
     """How often this run's lease expired under a worker (its lost attempts); set by the claim
     that takes it over (not a column). At the dispatcher's maximum it fails (`fail_lost`)."""
@@ -304,6 +307,19 @@ class Run:
         else:
             self.status = RunStatus.RETRYING
             self.next_attempt_at = now
+
+    def wait(self, owner: str, until: datetime) -> None:
+        """Give a first attempt back unattempted to wait for the schedule's previous run
+        (overlap_policy buffer_one): pending again, due at `until` at the latest (finishing the
+        previous run makes it due at once: `RunRepository.wake_waiting`)."""
+        _aware("until", until)
+        self._require_lease(owner)
+        if self.attempt_count != 0:
+            raise IllegalTransition("only a run not yet attempted waits for its predecessor")
+        self._drop_lease()
+        self.status = RunStatus.PENDING
+        self.next_attempt_at = max(until, self.due)
+        self.started_at = None
 
     def record_attempt(
         self,

@@ -12,6 +12,7 @@ stop.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Sequence
@@ -27,7 +28,6 @@ from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
-from servicekit import event_loop
 from servicekit.logging import configure_logging
 
 DEFAULT_GRACE_SECONDS = 10.0
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scheduler: {built}", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):
-        event_loop.run(
+        asyncio.run(
             serve(
                 built,
                 host=args.host,

@@ -19,7 +19,9 @@ Claim-time checks (the planner cannot know them when it plans ahead): a run of a
 schedule is skipped `schedule_deleted`; a planned run of a paused schedule `schedule_paused`
 (manual runs and replays of a paused schedule are delivered: a tenant asked for them); a tenant
 suspended at scheduled_for (for a retry: now) `tenant_suspended`; overlap_policy skip with an
-earlier unfinished run `overlap`. A run whose lease expired `max_lease_expiries` times (its
+earlier unfinished run `overlap`; buffer_one with one earlier unfinished run waits (`Run.wait`:
+pending again, due when that run finishes, `BUFFER_RECHECK` at the latest), with two (one
+running, one waiting) `overlap`. A run whose lease expired `max_lease_expiries` times (its
 lost attempts, counted by the claim) fails `worker_lost` instead of being attempted again.
 """
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from scheduler.domain.events import DomainEvent
@@ -58,6 +60,10 @@ DispatchSettings = PipelineSettings
 """The dispatcher's settings are the pipeline's (concurrency, per-key limit, claim batch, lease,
 idle poll, write batch, retry backoff)."""
 RunLease = Lease[Run, Completion]
+# A buffer_one run waiting for its predecessor is due again after this at the latest; finishing
+# the predecessor makes it due at once (settle: `wake_waiting`). The bound covers a predecessor
+# that finished while the waiting run was being put back.
+BUFFER_RECHECK = timedelta(seconds=2)
 
 
 class DispatchObserver(Protocol):
@@ -169,16 +175,16 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
                 for r in claimed
                 if r.trigger is Trigger.SCHEDULE
                 and (spec := specs.get(r.schedule_id)) is not None
-                and spec.overlap_policy is OverlapPolicy.SKIP
+                and spec.overlap_policy is not OverlapPolicy.ALLOW
             ]
-            overlapped = await tx.earlier_unfinished(candidates)
+            earlier = await tx.earlier_unfinished(candidates)
             # A retried run's earlier attempts are only in delivery_attempts: their time goes
             # into its terminal event's delivery_ms (one query, only when retries were claimed).
             retried = [r for r in claimed if r.attempt_count]
-            earlier = await tx.delivery_ms_of([r.id for r in retried]) if retried else {}
+            spent = await tx.delivery_ms_of([r.id for r in retried]) if retried else {}
             await uow.commit()
         for run in retried:
-            run.delivery_ms = earlier.get(run.id, 0)
+            run.delivery_ms = spent.get(run.id, 0)
         keys: dict[str, str] = {}  # schedule id -> endpoint key, computed once per claim
         leases: list[RunLease] = []
         for run in tenant_round_robin(claimed):
@@ -189,19 +195,33 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
                 run.fail_lost(owner, now)
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
-            reason = self._skip_reason(run, spec, overlapped, now)
+            reason = self._skip_reason(run, spec, earlier, now)
+            if reason is None and spec is not None and self._waits(run, spec, earlier):
+                run.wait(owner, now + BUFFER_RECHECK)
+                leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
+                continue
             if reason is not None or spec is None:
                 run.skip(reason or SkipReason.SCHEDULE_DELETED, now, owner=owner)
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
+            run.wakes_waiting = spec.overlap_policy is OverlapPolicy.BUFFER_ONE
             key = keys.get(spec.schedule_id)
             if key is None:
                 key = keys[spec.schedule_id] = self.performer.concurrency_key(spec)
             leases.append(Lease.attempt(run.id, run, key, self._attempt_of(run, spec, owner)))
         return leases
 
+    @staticmethod
+    def _waits(run: Run, spec: DeliverySpec, earlier: dict[str, int]) -> bool:
+        """buffer_one: exactly one earlier run unfinished (the one running): this one waits."""
+        return (
+            spec.overlap_policy is OverlapPolicy.BUFFER_ONE
+            and run.attempt_count == 0
+            and earlier.get(run.id, 0) == 1
+        )
+
     def _skip_reason(
-        self, run: Run, spec: DeliverySpec | None, overlapped: set[str], now: datetime
+        self, run: Run, spec: DeliverySpec | None, earlier: dict[str, int], now: datetime
     ) -> SkipReason | None:
         if spec is None or spec.deleted:
             return SkipReason.SCHEDULE_DELETED
@@ -210,7 +230,11 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
         judged_at = run.scheduled_for if run.attempt_count == 0 else now
         if self.tenants.suspended_at(run.tenant_id, judged_at):
             return SkipReason.TENANT_SUSPENDED
-        if run.id in overlapped:
+        # skip: any earlier run unfinished; buffer_one: one runs and another already waits.
+        n = earlier.get(run.id, 0)
+        if spec.overlap_policy is OverlapPolicy.SKIP and n >= 1:
+            return SkipReason.OVERLAP
+        if spec.overlap_policy is OverlapPolicy.BUFFER_ONE and run.attempt_count == 0 and n >= 2:
             return SkipReason.OVERLAP
         return None
 

@@ -157,8 +157,14 @@ class RunRepository(Protocol):
         self, schedule_ids: Sequence[str], now: datetime
     ) -> dict[str, DeliverySpec]: ...
 
-    async def earlier_unfinished(self, runs: Sequence[Run]) -> set[str]:
-        """Ids of those runs whose schedule has an unfinished run planned before them."""
+    async def earlier_unfinished(self, runs: Sequence[Run]) -> dict[str, int]:
+        """For those runs whose schedule has unfinished runs planned before them: how many
+        (absent: none). overlap_policy skip needs "any"; buffer_one "one" (wait) or "more"."""
+        ...
+
+    async def wake_waiting(self, schedule_ids: Sequence[str], now: datetime) -> int:
+        """Make those schedules' waiting runs (buffer_one: pending, put off past their due
+        instant by `Run.wait`) due at `now`; never a run whose due instant is still ahead."""
         ...
 
     async def write_owned(self, completions: Sequence[Completion]) -> set[str]:

@@ -5,7 +5,8 @@ For each completion still held under its lease (`runs.write_owned`, a compare-an
 lease; a lost lease drops the write, the new holder's result stands): the run's new state, its
 attempt rows, its events (outbox); on PostgreSQL one statement for all of them, including the
 breaker's all-succeeded reset. Then the breaker for schedules with a failed run in the group
-(service_layer/breaker.py), in the same transaction as the runs that moved it.
+(service_layer/breaker.py), in the same transaction as the runs that moved it; and the waiting
+run of a buffer_one schedule whose run finished is made due now (`wake_waiting`).
 """
 
 from __future__ import annotations
@@ -45,5 +46,11 @@ async def settle_completions(
         failing = {c.run.schedule_id for c in kept if c.run.status is RunStatus.FAILED}
         finished = [c for c in kept if c.run.schedule_id in failing and c.run.status in _FINISHED]
         paused = await apply_breaker(uow, finished, now)
+        # buffer_one: a finished run lets its schedule's waiting run start now (one statement,
+        # only when such runs finished in this group).
+        done = [c.run for c in kept if c.run.wakes_waiting and c.run.status.is_terminal]
+        freed = [r.schedule_id for r in done]
+        if freed:
+            await uow.runs.wake_waiting(freed, now)
         await uow.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)

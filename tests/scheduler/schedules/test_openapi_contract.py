@@ -21,6 +21,7 @@ DESIGN_ROUTES = {
     ("post", "/v1/schedules/{schedule_id}/runs/{run_id}/replay"),
     ("get", "/v1/schedules/-/runs"),
     ("post", "/v1/schedules/preview"),
+    ("post", "/v1/schedules/{schedule_id}/backfill"),
     # Beyond §5 (README, deviations): the console's run timeline, aggregated by the API.
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
 }

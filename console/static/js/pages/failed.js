@@ -1,7 +1,7 @@
 // Failed runs across all schedules (the dead letters), newest first, with replay.
 import { h, replace } from "../h.js";
 import { get, post, query } from "../api.js";
-import { empty, errorBox, loading, table } from "../ui.js";
+import { empty, errorBox, labelCells, loading, table } from "../ui.js";
 import { runRow } from "./schedule.js";
 
 export async function failedPage() {
@@ -33,6 +33,7 @@ export async function failedPage() {
         } }, "Replay");
         rows.appendChild(runRow(r, "UTC", [cell, h("td", {}, replay), status]));
       }
+      labelCells(box);
       cursor = p.next_cursor;
       more.hidden = !cursor;
       if (!rows.children.length) replace(box, empty("No failed runs. Runs that used up their attempts appear here."));

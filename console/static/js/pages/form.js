@@ -25,6 +25,12 @@ function zones() {
   }
 }
 
+// The known values, plus the stored one if this console does not know it (an edit keeps it).
+function choices(values, current) {
+  const all = values.includes(current) ? values : [...values, current];
+  return all.map((p) => option(p, p, current));
+}
+
 function field(id, label, control, hint) {
   const err = h("p", { class: "field-error", id: `${id}-error`, role: "alert", hidden: true });
   control.id = id;
@@ -54,14 +60,14 @@ export async function formPage(id) {
     timeout: h("input", { type: "number", min: 1, max: 60, value: v(s?.target?.timeout_seconds, 10) }),
     headers: h("textarea", { rows: 2, placeholder: '{"X-Team": "ops"}' }),
     payload: h("textarea", { rows: 3, placeholder: '{"report": "daily"}' }),
-    cron: h("input", { value: v(s?.cron, "0 3 * * *"), required: true, autocomplete: "off", spellcheck: "false" }),
+    cron: h("input", { value: s ? v(s.cron, "") : "0 3 * * *", required: !s?.run_at, autocomplete: "off", spellcheck: "false" }),
     timezone: h("input", { value: v(s?.timezone, Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"), list: "zones", required: true, autocomplete: "off" }),
-    dst: h("select", {}, ["shift", "skip", "literal"].map((p) => option(p, p, v(s?.dst_policy, "shift")))),
+    dst: h("select", {}, choices(["shift", "skip", "literal"], v(s?.dst_policy, "shift"))),
     attempts: h("input", { type: "number", min: 1, max: 20, value: v(s?.retry_policy?.max_attempts, 5) }),
     backoff: h("input", { type: "number", min: 1, step: "any", value: v(s?.retry_policy?.initial_backoff_seconds, 10) }),
     threshold: h("input", { type: "number", min: 1, value: v(s?.breaker?.failure_threshold, 5) }),
-    misfire: h("select", {}, ["fire_once", "skip", "fire_all"].map((p) => option(p, p, v(s?.misfire_policy, "fire_once")))),
-    overlap: h("select", {}, ["allow", "skip"].map((p) => option(p, p, v(s?.overlap_policy, "allow")))),
+    misfire: h("select", {}, choices(["fire_once", "skip", "fire_all"], v(s?.misfire_policy, "fire_once"))),
+    overlap: h("select", {}, choices(["allow", "skip", "buffer_one"], v(s?.overlap_policy, "allow"))),
     after: h("input", { type: "date" }),
   };
   if (s?.target?.headers && Object.keys(s.target.headers).length) c.headers.value = JSON.stringify(s.target.headers);
@@ -126,7 +132,7 @@ export async function formPage(id) {
     let ok = true;
     const need = (el, fid, text) => { const bad = !el.value.trim(); setError(fid, bad ? text : ""); ok = ok && !bad; };
     need(c.name, "f-name", "A name is required.");
-    need(c.cron, "f-cron", "A cron expression is required.");
+    if (!s?.run_at) need(c.cron, "f-cron", "A cron expression is required.");
     need(c.timezone, "f-timezone", "A time zone is required.");
     if (c.action.value === "webhook") need(c.url, "f-url", "A target URL is required for a webhook.");
     ok = json(c.headers, "f-headers", "object").ok && ok;
@@ -136,22 +142,25 @@ export async function formPage(id) {
   for (const key of ["name", "url", "headers", "payload"]) c[key].addEventListener("change", local);
 
   const body = () => {
+    // An edit sends whole sub-objects built on the stored ones, so fields this form does not
+    // show (max_backoff_seconds, …) keep their values.
     const out = {
       name: c.name.value.trim(),
       description: c.description.value.trim() || null,
-      cron: c.cron.value.trim(),
       timezone: c.timezone.value.trim(),
       dst_policy: c.dst.value,
-      retry_policy: { max_attempts: Number(c.attempts.value), initial_backoff_seconds: Number(c.backoff.value) },
-      breaker: { failure_threshold: Number(c.threshold.value) },
+      retry_policy: { ...(s?.retry_policy || {}), max_attempts: Number(c.attempts.value), initial_backoff_seconds: Number(c.backoff.value) },
+      breaker: { ...(s?.breaker || {}), failure_threshold: Number(c.threshold.value) },
       misfire_policy: c.misfire.value,
       overlap_policy: c.overlap.value,
     };
+    if (c.cron.value.trim() || !s?.run_at) out.cron = c.cron.value.trim();
     if (!s) out.action = c.action.value;
     if (c.action.value === "webhook") {
-      out.target = { url: c.url.value.trim(), timeout_seconds: Number(c.timeout.value) };
+      out.target = { ...(s?.target || {}), url: c.url.value.trim(), timeout_seconds: Number(c.timeout.value) };
       const headers = json(c.headers, "f-headers", "object").value;
       if (headers) out.target.headers = headers;
+      else if (s?.target) out.target.headers = {};
     }
     const payload = json(c.payload, "f-payload", "any").value;
     if (payload !== undefined) out.payload = payload;

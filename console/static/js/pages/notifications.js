@@ -94,15 +94,16 @@ function subscriptionItem(sub, secret) {
     try {
       const p = await get(`${path}/deliveries${query({ limit: 50 })}`);
       if (!p.items.length) return replace(deliveries, empty("No deliveries yet."));
-      replace(deliveries, table("Deliveries", ["Event", "Status", "Attempts", "Created", "Last attempt", ""], p.items.map((d) => {
-        const last = d.attempts[d.attempts.length - 1];
+      replace(deliveries, table("Deliveries", ["Event", "Status", "Attempts", "Created", "Attempt results", ""], p.items.map((d) => {
         return h("tr", {},
           h("td", {}, h("code", {}, d.event_type)),
           h("td", {}, badge(d.status), d.last_error ? h("div", { class: "small" }, d.last_error) : null),
           h("td", { class: "num" }, String(d.attempt_count)),
           h("td", {}, timeEl(d.created_at, "UTC")),
-          h("td", {}, last ? [`${last.status_code ?? last.error?.kind ?? "—"} · ${last.duration_ms} ms`,
-            last.response_excerpt ? h("pre", { class: "excerpt" }, last.response_excerpt) : null] : "—"),
+          h("td", {}, d.attempts.length ? h("ol", { class: "attempt-list" }, d.attempts.map((a) => h("li", {},
+            `${a.status_code ?? a.error?.kind ?? "—"} · ${a.duration_ms} ms`,
+            a.error?.message ? h("div", { class: "small" }, a.error.message) : null,
+            a.response_excerpt ? h("pre", { class: "excerpt" }, a.response_excerpt) : null))) : "—"),
           h("td", {}, h("button", { type: "button", onclick: async () => {
             try {
               await post(`${path}/deliveries/${encodeURIComponent(d.id)}/replay`);

@@ -4,7 +4,7 @@ import { h, option, replace } from "../h.js";
 import { api, get, post, query } from "../api.js";
 import { cronInWords } from "../cron.js";
 import { timeEl } from "../time.js";
-import { badge, definition, empty, errorBox, flash, handoff, loading, pre, secretBox, table } from "../ui.js";
+import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
 
 export async function schedulePage(id) {
@@ -177,6 +177,7 @@ async function runList(box, path, s, filters) {
     try {
       const p = await get(`${path}/runs${query({ limit: 50, cursor, ...filters })}`);
       for (const r of p.items) rows.appendChild(runRow(r, s.timezone));
+      labelCells(box);
       cursor = p.next_cursor;
       more.hidden = !cursor;
       if (!rows.children.length) replace(box, empty("No runs yet. Trigger one, or wait for the next occurrence."));

@@ -5,6 +5,7 @@ like `scheduler serve`. Tests use it as a real subprocess (SIGKILL, SIGTERM, rep
 from __future__ import annotations
 
 import argparse
+import asyncio
 from datetime import timedelta
 
 from scheduler.bootstrap import bootstrap
@@ -12,7 +13,6 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
-from servicekit import event_loop
 from servicekit.logging import configure_logging
 
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await container.aclose()
 
-    event_loop.run(_main())
+    asyncio.run(_main())
     return 0
 
 

@@ -22,7 +22,13 @@ from scheduler.adapters.db.runs.sql_postgres import FAIR_CLAIM, INDEX_PATHS_ONLY
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
-from scheduler.domain.run import LOST_ATTEMPT_KIND, LOST_ATTEMPT_MESSAGE, Run, RunStatus
+from scheduler.domain.run import (
+    LOST_ATTEMPT_KIND,
+    LOST_ATTEMPT_MESSAGE,
+    Run,
+    RunStatus,
+    Trigger,
+)
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
@@ -232,22 +238,47 @@ class Claims(RunSql):
             )
         return out
 
-    async def earlier_unfinished(self, candidates: Sequence[Run]) -> set[str]:
+    async def earlier_unfinished(self, candidates: Sequence[Run]) -> dict[str, int]:
+        """Counted up to 2 (all the overlap policies tell apart), each an index range of
+        ix_runs_schedule_history. Backfill runs never count: a backfill never holds up a live
+        occurrence."""
         if not candidates:
-            return set()
+            return {}
         r = runs.alias("r")
         e = runs.alias("e")
         earlier = (
-            sa.select(sa.literal(1))
-            .select_from(e)
+            sa.select(e.c.id)
             .where(e.c.schedule_id == r.c.schedule_id)
             .where(e.c.scheduled_for < r.c.scheduled_for)
             .where(e.c.status.in_([s.value for s in _UNFINISHED]))
+            .where(e.c.trigger != Trigger.BACKFILL.value)
             .where(e.c.id != r.c.id)
+            .limit(2)
+            .correlate(r)
+            .subquery("earlier")
         )
-        q = sa.select(r.c.id).where(self._in(r.c.id, [c.id for c in candidates]))
-        q = q.where(earlier.exists())
-        return {row[0] for row in await self.conn.execute(q)}
+        count = sa.select(sa.func.count()).select_from(earlier).scalar_subquery()
+        q = sa.select(r.c.id, count.label("n")).where(
+            self._in(r.c.id, [c.id for c in candidates])
+        )
+        return {row.id: int(row.n) for row in await self.conn.execute(q) if row.n}
+
+    async def wake_waiting(self, schedule_ids: Sequence[str], now: datetime) -> int:
+        # A waiting run is pending with next_attempt_at past its due instant, which is past:
+        # only Run.wait does that (a run planned ahead has next_attempt_at = its due, ahead).
+        if not schedule_ids:
+            return 0
+        due = sa.func.coalesce(runs.c.due_at, runs.c.scheduled_for)
+        stmt = (
+            sa.update(runs)
+            .where(self._in(runs.c.schedule_id, sorted(set(schedule_ids))))
+            .where(runs.c.status == RunStatus.PENDING.value)
+            .where(runs.c.next_attempt_at > now)
+            .where(due <= now)
+            .values(next_attempt_at=sa.literal(now, UTCDateTime()))
+        )
+        result = await self.conn.execute(stmt)
+        return int(result.rowcount or 0)
 
     async def extend_run_leases(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
         if not leases:
