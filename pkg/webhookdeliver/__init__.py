@@ -35,7 +35,8 @@ Delivery::
                 schedule_id="sch_1", scheduled_for=at, trigger="schedule")))  # -For, X-Trigger
         result.ok, result.status_code, result.error_kind, result.retryable
 
-  `Deliverer(*, allow_private_networks=False, resolver=None, max_response_bytes=65536,
+  `Deliverer(*, allow_private_networks=False, allowed_ports=None, resolver=None,
+  max_response_bytes=65536,
   user_agent=..., connector_limit=100, connector_limit_per_host=10,
   connect_timeout_seconds=5.0, keepalive_timeout_seconds=15.0, clock=time.time,
   ssl_context=None)`. `deliver()` never raises for delivery failures; `DeliveryResult` has
@@ -51,11 +52,14 @@ without DNS; names are resolved by the guard (`resolver`, default the system's),
 is checked against the deny table (`addresses.FORBIDDEN_IPV4_NETWORKS` / `..._IPV6_...`) and any
 forbidden one refuses the delivery (`ssrf_blocked`, no connection attempted); the connection goes
 to a vetted address (no second lookup) with SNI/Host = the original name and certificate
-verification on; body reads and time are bounded.
+verification on; body reads and time are bounded. Ports: `allowed_ports` (None means
+`DEFAULT_ALLOWED_PORTS`, 80 and 443 — what the egress NetworkPolicy opens — or any port with
+`allow_private_networks`); another port is `ssrf_blocked` too.
 
 Creation-time checks for the APIs (no DNS)::
 
-    validate_target_url(url, *, allow_private_networks) -> None   # raises InvalidTargetURL
+    validate_target_url(url, *, allow_private_networks, allowed_ports=None)  # InvalidTargetURL
+    parse_allowed_ports("80,443") -> frozenset[int]   # the WEBHOOK_ALLOWED_PORTS setting
     endpoint_key(url) -> "host:port"   # the per-endpoint concurrency unit
     # ForbiddenTargetURL (a subclass) marks SSRF refusals; .reason says why
     RESERVED_HEADERS / is_reserved_header(name)  # names tenants may not set (also webhook-*)
@@ -109,13 +113,16 @@ from webhookdeliver.signing import (
     verify,
 )
 from webhookdeliver.targets import (
+    DEFAULT_ALLOWED_PORTS,
     ForbiddenTargetURL,
     InvalidTargetURL,
     endpoint_key,
+    parse_allowed_ports,
     validate_target_url,
 )
 
 __all__ = [
+    "DEFAULT_ALLOWED_PORTS",
     "DEFAULT_USER_AGENT",
     "MAX_ERROR_MESSAGE_CHARS",
     "MAX_EXCERPT_BYTES",
@@ -139,6 +146,7 @@ __all__ = [
     "is_reserved_header",
     "is_retryable_status",
     "occurrence_headers",
+    "parse_allowed_ports",
     "parse_retry_after",
     "sign",
     "signature_header",

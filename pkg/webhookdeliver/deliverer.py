@@ -31,6 +31,7 @@ from webhookdeliver.attempts import MAX_EXCERPT_BYTES, bound_error_message, boun
 from webhookdeliver.headers import build_headers, check_context_headers
 from webhookdeliver.retry_after import parse_retry_after
 from webhookdeliver.targets import (
+    MAX_URL_LENGTH,
     CheckedTarget,
     ForbiddenTargetURL,
     InvalidTargetURL,
@@ -159,16 +160,31 @@ class _PinnedResolver(AbstractResolver):
         return None
 
 
-@functools.lru_cache(maxsize=CHECKED_URL_CACHE_SIZE)
-def _checked_url(url: str, allow_private_networks: bool) -> CheckedTarget | tuple[ErrorKind, str]:
-    """`check_target_url`, remembered: it is a pure function of its arguments (no DNS), and
-    parsing and vetting the same URL on every attempt cost more than the signature."""
+def _checked_url(
+    url: str, allow_private_networks: bool, allowed_ports: frozenset[int] | None
+) -> CheckedTarget | tuple[ErrorKind, str]:
+    """`check_target_url` as a value, remembered for URLs of a storable length: it is a pure
+    function of its arguments (no DNS), and parsing and vetting the same URL on every attempt
+    cost more than the signature."""
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:  # refused anyway; not kept
+        return _check_url(url, allow_private_networks, allowed_ports)
+    return _remembered_check(url, allow_private_networks, allowed_ports)
+
+
+def _check_url(
+    url: str, allow_private_networks: bool, allowed_ports: frozenset[int] | None
+) -> CheckedTarget | tuple[ErrorKind, str]:
     try:
-        return check_target_url(url, allow_private_networks=allow_private_networks)
+        return check_target_url(
+            url, allow_private_networks=allow_private_networks, allowed_ports=allowed_ports
+        )
     except ForbiddenTargetURL as exc:
         return "ssrf_blocked", exc.reason
     except InvalidTargetURL as exc:
         return "invalid_url", exc.reason
+
+
+_remembered_check = functools.lru_cache(maxsize=CHECKED_URL_CACHE_SIZE)(_check_url)
 
 
 class _Refused(Exception):
@@ -181,7 +197,9 @@ class _Refused(Exception):
 class Deliverer:
     """Signs and POSTs webhooks through the SSRF guard. Reuse one per process; `close()` it.
 
-    `allow_private_networks=True` is for tests and local demos only. `resolver` replaces the
+    `allow_private_networks=True` is for tests and local demos only. `allowed_ports` is the
+    port allow-list (None: `targets.DEFAULT_ALLOWED_PORTS`, or any port with private networks
+    allowed); another port is `ssrf_blocked`. `resolver` replaces the
     system DNS (tests map made-up names to loopback with it). `ssl_context` replaces the default
     verifying context (tests trust a private CA); verification stays on either way. `clock`
     (unix seconds) stamps `X-Timestamp` and `started_at` and dates `Retry-After`.
@@ -191,6 +209,7 @@ class Deliverer:
         self,
         *,
         allow_private_networks: bool = False,
+        allowed_ports: frozenset[int] | None = None,
         resolver: Resolver | None = None,
         max_response_bytes: int = 65536,
         user_agent: str = DEFAULT_USER_AGENT,
@@ -206,6 +225,7 @@ class Deliverer:
         if connector_limit < 1 or connector_limit_per_host < 0:
             raise ValueError("connector limits must be positive")
         self._allow_private = allow_private_networks
+        self._allowed_ports = allowed_ports
         self._resolver: Resolver = resolver or system_resolver
         self._max_response_bytes = max_response_bytes
         self._user_agent = user_agent
@@ -281,7 +301,7 @@ class Deliverer:
                 truncated=truncated,
             )
 
-        target = _checked_url(delivery.url, self._allow_private)
+        target = _checked_url(delivery.url, self._allow_private, self._allowed_ports)
         if isinstance(target, tuple):
             return result(target[0], target[1], False)
         timeout = min(delivery.timeout_seconds, MAX_TIMEOUT_SECONDS)

@@ -40,6 +40,11 @@ FORBIDDEN_HOST_SUFFIXES: Final = (".localhost", ".internal", ".local", ".home.ar
 
 _HOST_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
 _UNSAFE_URL_CHARS: Final = re.compile(r"[\s\\\x00-\x1f\x7f]")
+# Ports a target may name, unless configured otherwise, while private networks are refused: the
+# ones the egress NetworkPolicy opens (deploy/kubernetes/base/network-policies.yaml), so a URL the
+# guard accepts is one the cluster lets through. With private networks allowed (dev, tests with
+# loopback receivers on random ports) any port is.
+DEFAULT_ALLOWED_PORTS: Final = frozenset({80, 443})
 # A port is 1-5 ASCII digits. yarl (like int()) also reads "+80", "8_0", Arabic-Indic or
 # fullwidth digits as 80, which other parsers refuse or read differently.
 _PORT_TEXT: Final = re.compile(r"[0-9]{1,5}")
@@ -79,21 +84,50 @@ def endpoint_key(url: str) -> str:
     return f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
 
 
-def validate_target_url(url: str, *, allow_private_networks: bool) -> None:
+def parse_allowed_ports(text: str) -> frozenset[int]:
+    """A port allow-list setting (`WEBHOOK_ALLOWED_PORTS`): comma-separated ports 1..65535.
+    Raises ValueError naming what is wrong."""
+    ports = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not _PORT_TEXT.fullmatch(item) or not 1 <= int(item) <= 65535:
+            raise ValueError(f"not a port 1..65535: {item!r}")
+        ports.add(int(item))
+    return frozenset(ports)
+
+
+def validate_target_url(
+    url: str, *, allow_private_networks: bool, allowed_ports: frozenset[int] | None = None
+) -> None:
     """Raise `InvalidTargetURL` (or its subclass `ForbiddenTargetURL`) unless `url` may be saved.
 
     Refused: schemes other than http/https, missing host, userinfo, fragments-only tricks such as
     backslashes, whitespace or control characters, ports that are not 1-5 ASCII digits or are
     outside 1..65535, IPv6 zone ids, numeric IPv4 spellings that are not dotted quads, and —
     unless `allow_private_networks` — literal forbidden addresses in any spelling, `localhost`,
-    `*.localhost`, metadata names, private-use suffixes and single-label names. Performs no DNS
-    lookup.
+    `*.localhost`, metadata names, private-use suffixes and single-label names; and ports
+    outside `allowed_ports` (None: `DEFAULT_ALLOWED_PORTS`, or any port with
+    `allow_private_networks`). Performs no DNS lookup.
     """
-    check_target_url(url, allow_private_networks=allow_private_networks)
+    check_target_url(
+        url, allow_private_networks=allow_private_networks, allowed_ports=allowed_ports
+    )
 
 
-def check_target_url(url: str, *, allow_private_networks: bool) -> CheckedTarget:
+def check_target_url(
+    url: str, *, allow_private_networks: bool, allowed_ports: frozenset[int] | None = None
+) -> CheckedTarget:
     """`validate_target_url` that also returns what it parsed (used by the `Deliverer`)."""
+    target = _checked_host(url, allow_private_networks)
+    ports = DEFAULT_ALLOWED_PORTS if allowed_ports is None else allowed_ports
+    if (allowed_ports is not None or not allow_private_networks) and target.port not in ports:
+        listed = ", ".join(str(p) for p in sorted(ports))
+        raise ForbiddenTargetURL(f"port {target.port} is not allowed (allowed: {listed})")
+    return target
+
+
+def _checked_host(url: str, allow_private_networks: bool) -> CheckedTarget:
+    """Everything but the port allow-list: syntax, scheme, host and literal addresses."""
     if not isinstance(url, str):
         raise InvalidTargetURL("URL must be a string")
     if len(url.encode("utf-8", "surrogatepass")) > MAX_URL_LENGTH:

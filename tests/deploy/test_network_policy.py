@@ -2,16 +2,19 @@
 pkg/webhookdeliver/addresses.py are two guards over the same decision; these tests make them
 agree: the IPv4 excepts are exactly the guard's deny table, nothing the guard refuses is allowed
 by the policy (IPv6 included), and the policy opens only 80/443 to the internet, DNS to the
-cluster resolver, PostgreSQL and Kafka by selector, and ingress from the gateway and Prometheus."""
+cluster resolver, PostgreSQL and Kafka by selector, and ingress from the gateway and Prometheus.
+notification's mail relay has a policy of its own (notification-smtp): one address, mail ports."""
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.deploy.rendered import OVERLAYS, Doc, named, of_kind, render
+from tests.deploy.rendered import OVERLAYS, RUNBOOK, Doc, named, of_kind, render
 from webhookdeliver.addresses import (
     FORBIDDEN_IPV4_NETWORKS,
     FORBIDDEN_IPV6_NETWORKS,
@@ -19,6 +22,9 @@ from webhookdeliver.addresses import (
 )
 
 WEBHOOK_POD_LABEL = ("scheduler-platform/egress", "webhooks")
+# The one policy besides a workload's own: notification's SMTP relay, set by the operator.
+SMTP_POLICY = "notification-smtp"
+SMTP_PORTS = {("TCP", 587), ("TCP", 465)}
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -79,7 +85,9 @@ def test_one_policy_selects_both_webhook_delivering_workloads(overlay: str) -> N
     for name in ("scheduler-worker", "notification", "scheduler-api"):
         labels = named(docs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
         selecting = [
-            p["metadata"]["name"] for p in policies if p is not deny and _selects(p, labels)
+            p["metadata"]["name"]
+            for p in policies
+            if p is not deny and p["metadata"]["name"] != SMTP_POLICY and _selects(p, labels)
         ]
         assert len(selecting) == 1, (name, selecting)
         chosen[name] = selecting[0]
@@ -91,6 +99,8 @@ def test_one_policy_selects_both_webhook_delivering_workloads(overlay: str) -> N
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_ipv4_excepts_are_exactly_the_guards_deny_table(overlay: str) -> None:
     for policy in of_kind(render(f"overlays/{overlay}"), "NetworkPolicy"):
+        if policy["metadata"]["name"] == SMTP_POLICY:
+            continue  # the operator's relay, one address (test_smtp_relay_...)
         for _, block in _ip_blocks(policy):
             if ipaddress.ip_network(block["cidr"]).version != 4:
                 continue
@@ -102,6 +112,8 @@ def test_ipv4_excepts_are_exactly_the_guards_deny_table(overlay: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_ipv6_admits_nothing_the_guard_refuses(overlay: str) -> None:
     for policy in of_kind(render(f"overlays/{overlay}"), "NetworkPolicy"):
+        if policy["metadata"]["name"] == SMTP_POLICY:
+            continue
         for _, block in _ip_blocks(policy):
             cidr = ipaddress.ip_network(block["cidr"])
             if cidr.version != 6:
@@ -184,3 +196,46 @@ def test_ingress_only_from_the_gateway_and_the_scraper(overlay: str) -> None:
                 assert {p["port"] for p in rule["ports"]} == served
             sources.add(namespace)
     assert sources == {"gateway", "monitoring"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_smtp_relay_is_one_address_on_mail_ports_for_the_notification_server_only(
+    overlay: str,
+) -> None:
+    docs = render(f"overlays/{overlay}")
+    policy = named(docs, "NetworkPolicy", SMTP_POLICY)
+    # Egress only: it opens nothing inward, and no tenant-facing rule gains mail ports.
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    assert "ingress" not in policy["spec"]
+    selected = [
+        d["metadata"]["name"]
+        for d in (
+            *of_kind(docs, "Deployment"),
+            *of_kind(render(f"overlays/{overlay}/migrate"), "Job"),
+        )
+        if _selects(policy, d["spec"]["template"]["metadata"]["labels"])
+    ]
+    assert selected == ["notification"]
+    (rule,) = policy["spec"]["egress"]
+    assert {(p["protocol"], p["port"]) for p in rule["ports"]} == SMTP_PORTS
+    for peer in rule["to"]:
+        if "ipBlock" in peer:
+            net = ipaddress.ip_network(peer["ipBlock"]["cidr"])
+            assert net.num_addresses == 1, f"the relay's address, never a range: {net}"
+        else:
+            assert set(peer) == {"namespaceSelector", "podSelector"}, peer
+            assert peer["podSelector"]["matchLabels"]
+
+
+def test_the_runbooks_smtp_port_is_open_and_webhook_egress_keeps_web_ports() -> None:
+    """The relay port the runbook configures (NOTIFICATION_SMTP_URL) is one the policy opens;
+    webhook-egress is not widened for it."""
+    urls = re.findall(r"NOTIFICATION_SMTP_URL=\"(smtps?://[^\"]+)\"", RUNBOOK.read_text())
+    assert urls, "the runbook shows NOTIFICATION_SMTP_URL"
+    docs = render("overlays/production")
+    (rule,) = named(docs, "NetworkPolicy", SMTP_POLICY)["spec"]["egress"]
+    for url in urls:
+        port = urlsplit(url).port or (465 if url.startswith("smtps:") else 587)
+        assert ("TCP", port) in {(p["protocol"], p["port"]) for p in rule["ports"]}, url
+    for r in named(docs, "NetworkPolicy", "webhook-egress")["spec"]["egress"]:
+        assert not {p["port"] for p in r["ports"]} & {port for _, port in SMTP_PORTS}

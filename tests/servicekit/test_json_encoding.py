@@ -4,11 +4,13 @@ webhook bodies and outbox payloads keep their exact spelling."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servicekit.json_encoding import compact_json
+from servicekit.json_encoding import compact_json, parse_json
 
 
 def stdlib(value: object) -> bytes:
@@ -38,3 +40,22 @@ def test_examples() -> None:
         '{"é":"\\u0001\u2028\\"\\\\","n":[1,null,true]}'.encode()
     )
     assert compact_json({"big": 2**70, 1: "k"}) == b'{"big":1180591620717411303424,"1":"k"}'
+
+
+def test_what_the_standard_library_refuses_stays_refused() -> None:
+    # orjson would write a datetime or a dataclass; a JSON column must not store one silently.
+    with pytest.raises(TypeError):
+        compact_json({"at": datetime(2026, 1, 1, tzinfo=UTC)})
+    with pytest.raises(TypeError):
+        compact_json({"x": object()})
+
+
+@given(_values)
+def test_parse_reads_back_what_was_written(value: object) -> None:
+    assert parse_json(compact_json(value)) == value
+    assert parse_json(compact_json(value).decode()) == value
+
+
+def test_parse_reads_what_only_the_standard_library_reads() -> None:
+    assert parse_json('"\\ud800"') == "\ud800"  # a lone surrogate escape (SQLite text)
+    assert parse_json('{"a": 1.5}') == {"a": 1.5}

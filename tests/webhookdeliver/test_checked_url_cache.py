@@ -40,3 +40,10 @@ async def test_a_remembered_invalid_url_is_refused_each_time_with_its_reason():
         results = [await deliverer.deliver(delivery("ftp://hooks.example.com/")) for _ in "ab"]
     assert [r.error_kind for r in results] == ["invalid_url", "invalid_url"]
     assert all("scheme" in (r.error_message or "") for r in results)
+
+
+async def test_an_over_long_url_is_refused_each_time():
+    url = "https://hooks.example.com/" + "a" * 5000
+    async with wd.Deliverer() as deliverer:
+        results = [await deliverer.deliver(delivery(url)) for _ in "ab"]
+    assert [r.error_kind for r in results] == ["invalid_url", "invalid_url"]

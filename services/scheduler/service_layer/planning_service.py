@@ -40,6 +40,7 @@ from scheduler.service_layer.run_ports import (
     NeverSuspended,
     PlanUpdate,
     RunRepository,
+    ScheduleToPlan,
     TenantStatus,
 )
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
@@ -101,6 +102,7 @@ async def plan_due(
             else None
         )
         new_runs: list[Run] = []
+        planned: list[tuple[ScheduleToPlan, CompiledTiming, datetime | None, list[Run]]] = []
         updates: list[PlanUpdate] = []
         completed: list[str] = []
         more_due = len(due) >= cfg.batch
@@ -130,36 +132,51 @@ async def plan_due(
                 decision = plan(state, lookahead=cfg.lookahead, max_per_pass=cfg.max_per_pass)
             else:
                 decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
-            for occurrence in decision.occurrences:
-                to_send = occurrence.status is RunStatus.PENDING
-                new_runs.append(
-                    occurrence.to_run(
-                        tenant_id=s.tenant_id,
-                        schedule_id=s.id,
-                        now=now,
-                        payload=s.payload if to_send else None,
-                        due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
-                    )
+            made = [
+                occurrence.to_run(
+                    tenant_id=s.tenant_id,
+                    schedule_id=s.id,
+                    now=now,
+                    payload=s.payload if to_send else None,
+                    due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
                 )
-            updates.append(PlanUpdate(s.id, decision.next_run_at, len(decision.occurrences)))
-            if decision.next_run_at is None:
-                completed.append(s.id)
+                for occurrence in decision.occurrences
+                for to_send in (occurrence.status is RunStatus.PENDING,)
+            ]
+            new_runs.extend(made)
+            planned.append((s, timing, decision.next_run_at, made))
             more_due = more_due or decision.more_due
-        inserted = await tx.insert_runs(new_runs)
+        # An occurrence already planned (next_run_at moved back over it) is not inserted again:
+        # only the new rows count toward max_runs and record events.
+        new_ids = await tx.insert_new_runs(new_runs)
+        inserted = [r for r in new_runs if r.id in new_ids]
+        for s, timing, next_run_at, made in planned:
+            count = sum(1 for r in made if r.id in new_ids)
+            if (
+                next_run_at is None
+                and count < len(made)
+                and s.max_runs is not None
+                and s.planned_runs + count < s.max_runs
+            ):
+                # max_runs ended the pass, but duplicates used some of its slots: not reached.
+                next_run_at = timing.next_after(made[-1].scheduled_for)
+                more_due = True
+            updates.append(PlanUpdate(s.id, next_run_at, count))
+            if next_run_at is None:
+                completed.append(s.id)
         await tx.set_next_run_at(updates)
         # Rare (bounds, max_runs or a one-shot reached): the aggregate records schedule.completed.
         for schedule in (await uow.schedules.lock(completed)).values():
             schedule.complete(now)
             await uow.schedules.save(schedule)
         # Runs skipped at plan time record schedule.run.skipped; it goes out with their rows.
-        # (A duplicate occurrence cannot reach here: its schedule is locked for this pass.)
-        for run in new_runs:
+        for run in inserted:
             for event in run.events:
                 uow.add_event(event)
             run.events.clear()
         await uow.commit()
-    pending = [r.scheduled_for for r in new_runs if r.status is RunStatus.PENDING]
-    return PlanningReport(len(due), inserted, min(pending) if pending else None, more_due)
+    pending = [r.scheduled_for for r in inserted if r.status is RunStatus.PENDING]
+    return PlanningReport(len(due), len(inserted), min(pending) if pending else None, more_due)
 
 
 class _DailyBudgets:

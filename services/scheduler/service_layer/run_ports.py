@@ -7,7 +7,8 @@ transaction serves a whole group (one-row-per-transaction is 17-19x slower on Po
 Contract every implementation keeps:
 - `insert_runs` ignores a run whose (schedule_id, scheduled_for) is already planned (trigger
   'schedule'): the unique key carries exactly-one-run-per-occurrence, its violation reads as
-  "already planned" and is not an error.
+  "already planned" and is not an error. Likewise a backfill run whose (schedule_id,
+  scheduled_for, backfill_id) exists (one run per occurrence per backfill request).
 - `lock_due_schedules` hands each due schedule to one planner at a time (PostgreSQL: FOR UPDATE
   SKIP LOCKED; SQLite: one writer).
 - `acquire_due_runs` moves up to `limit` claimable runs to in_progress under `owner` until
@@ -15,6 +16,7 @@ Contract every implementation keeps:
   has next_attempt_at = scheduled_for, so it is never acquired early. A run taken over after its
   lease expired comes back with its lost attempt counted in `attempt_count` and recorded
   (`error_kind` worker_lost), in the same transaction (domain/run.py, "Lost attempts").
+  Live runs are taken tenant-fair first; backfill runs only with what the claim has left.
 - `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
   events) only while its run is still in_progress under the completion's owner; the others are
   dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one

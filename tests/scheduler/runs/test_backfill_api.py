@@ -13,6 +13,7 @@ import httpx
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
+from scheduler.entrypoints.api.app import app_from_container
 from scheduler.service_layer import tenant_events
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import T0, add_schedule
@@ -190,3 +191,18 @@ async def test_backfill_runs_are_claimed_only_after_the_live_runs_due(
         got.append(sorted(r.trigger for r in claimed))
     assert got[0] == [Trigger.MANUAL] * 8
     assert got[1] == [Trigger.BACKFILL] * 6 + [Trigger.MANUAL] * 2
+
+
+async def test_openapi_documents_both_answers(container: Container) -> None:
+    # The app as served (the `client` fixture may mount the runs routes a second time).
+    spec = app_from_container(container).openapi()
+    op = spec["paths"]["/v1/schedules/{schedule_id}/backfill"]["post"]
+    answers = op["responses"]
+    assert answers["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/BackfillPreviewOut"
+    )
+    assert answers["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/BackfillOut")
+    assert "application/problem+json" in answers["422"]["content"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    fields = spec["components"]["schemas"][body.rsplit("/", 1)[1]]["properties"]
+    assert set(fields) == {"from", "to", "dry_run", "include_existing"}

@@ -5,6 +5,7 @@ the downgrade returns to 0005."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,8 @@ from scheduler.adapters.db.migrate import (
     head_revision,
     upgrade,
 )
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.run_tables import delivery_attempts, runs
+from scheduler.adapters.db.tables import idempotency_keys, schedules
 from tests.support.pg import fresh_postgres_database, postgres_base_url
 
 INSERT_0005 = """
@@ -113,5 +114,105 @@ async def test_upgrade_keeps_old_rows_and_matches_the_tables(empty_url: str) -> 
             assert "due_at" not in await conn.run_sync(_columns, "runs")
             names = (await conn.execute(sa.text("SELECT name FROM schedules"))).scalars().all()
             assert names == ["old"]
+    finally:
+        await engine.dispose()
+
+
+T = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _schedule(id: str, **kw: object) -> dict[str, object]:
+    return {
+        "id": id,
+        "tenant_id": "t1",
+        "name": id,
+        "cron": "0 3 * * *",
+        "timezone": "UTC",
+        "action": "event",
+        "target": None,
+        "payload": None,
+        "retry_policy": {},
+        "misfire_policy": "fire_once",
+        "overlap_policy": "allow",
+        "breaker": {},
+        "state": "active",
+        "paused_reason": None,
+        "next_run_at": T,
+        "created_at": T,
+        "updated_at": T,
+        "version": 1,
+        "consecutive_failures": 0,
+        "secret_ciphertext": "x",
+        **kw,
+    }
+
+
+def _run_with_attempt(schedule_id: str) -> tuple[dict[str, object], dict[str, object]]:
+    run_id = f"run_{schedule_id}"
+    run = {
+        "id": run_id,
+        "tenant_id": "t1",
+        "schedule_id": schedule_id,
+        "scheduled_for": T,
+        "trigger": "schedule",
+        "status": "succeeded",
+        "attempt_count": 1,
+        "created_at": T,
+    }
+    attempt = {"run_id": run_id, "number": 1, "started_at": T, "duration_ms": 5}
+    return run, attempt
+
+
+def _key(schedule_id: str) -> dict[str, object]:
+    return {
+        "tenant_id": "t1",
+        "key": f"key-{schedule_id}",
+        "request_hash": "h",
+        "schedule_id": schedule_id,
+        "created_at": T,
+    }
+
+
+async def test_downgrade_leaves_only_rows_the_old_code_reads(empty_url: str) -> None:
+    """completed -> paused ('completed'); a one-shot goes with its runs, attempts and keys; the
+    other schedules keep theirs."""
+    await upgrade(empty_url)
+    engine = create_engine(empty_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sa.insert(schedules),
+                [
+                    _schedule("sch_cron"),
+                    _schedule("sch_done", state="completed", next_run_at=None, max_runs=1),
+                    _schedule("sch_once", cron=None, run_at=T, state="completed"),
+                ],
+            )
+            for sid in ("sch_cron", "sch_once"):
+                run, attempt = _run_with_attempt(sid)
+                await conn.execute(sa.insert(runs).values(**run))
+                await conn.execute(sa.insert(delivery_attempts).values(**attempt))
+                await conn.execute(sa.insert(idempotency_keys).values(**_key(sid)))
+        await _downgrade(empty_url, "0005")
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.text("SELECT id, state, paused_reason, next_run_at FROM schedules ORDER BY id")
+                )
+            ).all()
+            assert [(r[0], r[1], r[2]) for r in rows] == [
+                ("sch_cron", "active", None),
+                ("sch_done", "paused", "completed"),
+            ]
+            assert rows[1][3] is None
+            for table, column in (
+                ("runs", "schedule_id"),
+                ("idempotency_keys", "schedule_id"),
+                ("delivery_attempts", "run_id"),
+            ):
+                left = (
+                    (await conn.execute(sa.text(f"SELECT {column} FROM {table}"))).scalars().all()
+                )
+                assert left == (["run_sch_cron"] if table == "delivery_attempts" else ["sch_cron"])
     finally:
         await engine.dispose()

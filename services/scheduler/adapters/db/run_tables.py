@@ -29,13 +29,12 @@ from scheduler.adapters.db.tables import metadata
 from scheduler.adapters.db.types import JSONText, UTCDateTime
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
-DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"
 LIVE_DUE_SQL = "status IN ('pending', 'retrying') AND trigger <> 'backfill'"
 BACKFILL_DUE_SQL = "status IN ('pending', 'retrying') AND trigger = 'backfill'"
 BACKFILL_SQL = "trigger = 'backfill'"
 LEASED_SQL = "status = 'in_progress'"
 PLANNED_SQL = "trigger = 'schedule'"
-# The claim's per-row re-check: the same runs as DUE_STATUSES_SQL (the six statuses are a closed
+# The claim's per-row re-check: the runs due in either lane (the six statuses are a closed
 # set), written so PostgreSQL re-checks through the primary key (sql_postgres.INDEX_PATHS_ONLY).
 DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
 

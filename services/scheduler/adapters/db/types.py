@@ -8,13 +8,14 @@ JSONText: JSON as text (no dialect-specific JSON operators are used).
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from servicekit.json_encoding import compact_json, parse_json
 
 _SQLITE_FORMAT = "%Y-%m-%dT%H:%M:%S.%f+00:00"
 
@@ -56,9 +57,9 @@ class JSONText(TypeDecorator[Any]):
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
         # SQL NULL only for a Python None meant as "no value" is ambiguous with JSON null; we
         # always store JSON text, so JSON null is the text "null".
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return compact_json(value).decode()
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if value is None:
             return None
-        return json.loads(value)
+        return parse_json(value)

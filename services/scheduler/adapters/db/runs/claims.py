@@ -1,5 +1,6 @@
-"""The dispatcher's queries: tenant-fair lease acquisition, what an attempt needs of each
-schedule, the overlap check, lease extension, the sleep probe and the queue depth."""
+"""The dispatcher's queries: lease acquisition in lanes (live runs tenant-fair, then the oldest,
+then runs whose worker died, then backfill runs), what an attempt needs of each schedule, the
+overlap check and the buffer_one wake-up, lease extension, the sleep probe and the queue depth."""
 
 from __future__ import annotations
 
@@ -258,9 +259,7 @@ class Claims(RunSql):
             .subquery("earlier")
         )
         count = sa.select(sa.func.count()).select_from(earlier).scalar_subquery()
-        q = sa.select(r.c.id, count.label("n")).where(
-            self._in(r.c.id, [c.id for c in candidates])
-        )
+        q = sa.select(r.c.id, count.label("n")).where(self._in(r.c.id, [c.id for c in candidates]))
         return {row.id: int(row.n) for row in await self.conn.execute(q) if row.n}
 
     async def wake_waiting(self, schedule_ids: Sequence[str], now: datetime) -> int:

@@ -13,7 +13,7 @@ from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
 from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
 from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
-from scheduler.domain.run import Run
+from scheduler.domain.run import Run, Trigger
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
 
@@ -72,6 +72,7 @@ class PlannerQueries(RunSql):
             sa.select(runs.c.schedule_id)
             .where(self._in(runs.c.schedule_id, list(schedule_ids)))
             .where(sa.text(UNFINISHED_SQL))
+            .where(runs.c.trigger != Trigger.BACKFILL.value)  # a backfill never holds up a plan
             .distinct()
         )
         return {r[0] for r in await self.conn.execute(q)}

@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
 from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
 
-# The same runs as DUE_STATUSES_SQL (the six statuses are a closed set), written so PostgreSQL
-# cannot prove ix_runs_due's predicate from it: the claim's per-row re-check must go through the
-# primary key. With stale statistics (right after a burst of new due runs) the planner otherwise
-# chose ix_runs_due for it and scanned every due run once per claimed run (measured: 4,100 rows
-# filtered per run, 80 ms per claim of 78 runs during a 10,000-run burst).
+# The claim's planner settings: index paths only. DUE_RECHECK_SQL (the runs due in either lane,
+# the six statuses being a closed set) is written so PostgreSQL cannot prove a due index's
+# predicate from it: the claim's per-row re-check must go through the primary key. With stale
+# statistics (right after a burst of new due runs) the planner otherwise chose the due index for
+# it and scanned every due run once per claimed run (measured: 4,100 rows filtered per run,
+# 80 ms per claim of 78 runs during a 10,000-run burst).
 # SET LOCAL for both in one round trip (is_local = true: this transaction only).
 INDEX_PATHS_ONLY = sa.text(
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"

@@ -11,6 +11,12 @@ readers take scheduled_for then.
 
 SQLite cannot drop NOT NULL in place: the schedules table is rebuilt (batch mode); its partial
 indexes are dropped first and created again after, so their predicates survive the rebuild.
+
+The downgrade leaves only rows 0005's code can read: a `completed` schedule (a state it does not
+know) becomes `paused` with paused_reason `completed`, so it never fires again there (its bounds
+are gone with their columns); a one-shot (no cron) cannot exist before 0006, so it is deleted
+together with its runs, their attempts and its idempotency keys, leaving nothing that points at a
+missing schedule.
 """
 
 from __future__ import annotations
@@ -81,7 +87,18 @@ def downgrade() -> None:
     sqlite = op.get_bind().dialect.name == "sqlite"
     if sqlite:
         _partial_indexes(create=False)
-    op.execute("DELETE FROM schedules WHERE cron IS NULL")  # one-shots cannot exist before 0006
+    op.execute(
+        "UPDATE schedules SET state = 'paused', paused_reason = 'completed', next_run_at = NULL "
+        "WHERE state = 'completed'"
+    )
+    one_shots = "SELECT id FROM schedules WHERE cron IS NULL"
+    op.execute(
+        "DELETE FROM delivery_attempts WHERE run_id IN "
+        f"(SELECT id FROM runs WHERE schedule_id IN ({one_shots}))"
+    )
+    op.execute(f"DELETE FROM runs WHERE schedule_id IN ({one_shots})")
+    op.execute(f"DELETE FROM idempotency_keys WHERE schedule_id IN ({one_shots})")
+    op.execute("DELETE FROM schedules WHERE cron IS NULL")
     with op.batch_alter_table("schedules") as batch:
         batch.alter_column("cron", existing_type=sa.String(200), nullable=False)
         for column in reversed(_new_columns()):
