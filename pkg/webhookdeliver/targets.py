@@ -96,6 +96,14 @@ def parse_allowed_ports(text: str) -> frozenset[int]:
     return frozenset(ports)
 
 
+def allowed_ports_setting(value: object) -> object:
+    """The settings classes' validator of WEBHOOK_ALLOWED_PORTS: text is parsed
+    (`parse_allowed_ports`), blank text is unset (None); other values pass through."""
+    if isinstance(value, str):
+        return parse_allowed_ports(value) if value.strip() else None
+    return value
+
+
 def validate_target_url(
     url: str, *, allow_private_networks: bool, allowed_ports: frozenset[int] | None = None
 ) -> None:

@@ -105,6 +105,7 @@ def bootstrap(
         box,
         clock,
         allow_private_networks=settings.webhook_allow_private_networks,
+        allowed_ports=settings.webhook_allowed_ports,
         secret_grace_seconds=settings.secret_grace_seconds,
         known_event_types=event_types_of(settings.event_topic_list()),
     )
@@ -124,6 +125,7 @@ def bootstrap(
     if delivery_client is None:
         owned = Deliverer(
             allow_private_networks=settings.webhook_allow_private_networks,
+            allowed_ports=settings.webhook_allowed_ports,
             clock=lambda: clock().timestamp(),
             connector_limit=max(settings.dispatch_concurrency, 100),
             connector_limit_per_host=settings.dispatch_per_endpoint_limit,

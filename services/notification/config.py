@@ -4,9 +4,10 @@ down; nothing else reads the environment."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from notification.service_layer.dispatch import DispatchSettings
 from notification.service_layer.email_sender import EmailSettings
@@ -15,6 +16,7 @@ from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES
 from servicekit.database import DatabaseBounds
 from servicekit.http_protocol import HttpLimits
 from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
+from webhookdeliver import allowed_ports_setting
 
 # The defaults live with the policies that use them; these settings only let them be overridden.
 _DISPATCH = DispatchSettings()
@@ -66,6 +68,14 @@ class NotificationSettings(BaseSettings):
         validation_alias=AliasChoices(
             "webhook_allow_private_networks", "WEBHOOK_ALLOW_PRIVATE_NETWORKS"
         ),
+    )
+    # Ports a webhook URL may name ("80,443,8443"); unset: 80 and 443 (what the egress
+    # NetworkPolicy opens), or any port with private networks allowed (dev, loopback tests).
+    webhook_allowed_ports: Annotated[
+        frozenset[int] | None, NoDecode, BeforeValidator(allowed_ports_setting)
+    ] = Field(
+        default=None,
+        validation_alias=AliasChoices("webhook_allowed_ports", "WEBHOOK_ALLOWED_PORTS"),
     )
     # Topics fanned out to subscriptions (comma-separated in the environment).
     event_topics: str = "schedule-events"

@@ -12,9 +12,10 @@ import binascii
 import os
 import secrets
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, SecretStr
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES
@@ -24,6 +25,7 @@ from servicekit.database import DatabaseBounds
 from servicekit.http_protocol import HttpLimits
 from servicekit.pipeline import PipelineSettings
 from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
+from webhookdeliver import allowed_ports_setting
 
 DEV_VAR_DIR = Path("var")
 _RETENTION = RetentionPolicy()  # the retention defaults live in the policy
@@ -97,6 +99,11 @@ class SchedulerSettings(BaseSettings):
     webhook_allow_private_networks: bool = Field(
         False, validation_alias="WEBHOOK_ALLOW_PRIVATE_NETWORKS"
     )
+    # Ports a webhook target may name ("80,443,8443"); unset: 80 and 443 (what the egress
+    # NetworkPolicy opens), or any port with private networks allowed (dev, loopback tests).
+    webhook_allowed_ports: Annotated[
+        frozenset[int] | None, NoDecode, BeforeValidator(allowed_ports_setting)
+    ] = Field(None, validation_alias="WEBHOOK_ALLOWED_PORTS")
     auth_hs256_key: SecretStr | None = Field(None, validation_alias="AUTH_HS256_KEY")
 
     # Tenant limits for tenants without an entitlements event (DESIGN §9).

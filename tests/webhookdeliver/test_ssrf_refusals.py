@@ -184,7 +184,9 @@ async def test_hostile_dns_answer_is_refused_without_connecting(
 ):
     receiver = await start_receiver()
     resolver = RecordingResolver(answers)
-    async with wd.Deliverer(resolver=resolver) as deliverer:
+    async with wd.Deliverer(
+        resolver=resolver, allowed_ports=frozenset({receiver.port})
+    ) as deliverer:
         result = await deliverer.deliver(delivery(f"{scheme}://hooks.example.com:{receiver.port}/"))
     assert result.error_kind == kind, result
     assert not result.ok
@@ -214,7 +216,9 @@ async def test_rebinding_public_then_loopback_connects_only_to_the_vetted_addres
     connect_log.refusals_expected = True
     receiver = await start_receiver()
     resolver = RecordingResolver([PUBLIC_V4], ["127.0.0.1"])
-    async with wd.Deliverer(resolver=resolver) as deliverer:
+    async with wd.Deliverer(
+        resolver=resolver, allowed_ports=frozenset({receiver.port})
+    ) as deliverer:
         result = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
     assert result.error_kind == "connect"
     assert result.retryable
@@ -226,7 +230,9 @@ async def test_rebinding_public_then_loopback_connects_only_to_the_vetted_addres
 async def test_forbidden_first_answer_is_not_retried_with_a_fresh_lookup(start_receiver):
     receiver = await start_receiver()
     resolver = RecordingResolver(["127.0.0.1"], [PUBLIC_V4])
-    async with wd.Deliverer(resolver=resolver) as deliverer:
+    async with wd.Deliverer(
+        resolver=resolver, allowed_ports=frozenset({receiver.port})
+    ) as deliverer:
         result = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
     assert result.error_kind == "ssrf_blocked"
     assert len(resolver.calls) == 1
@@ -236,7 +242,9 @@ async def test_each_delivery_resolves_afresh_and_is_vetted_again(start_receiver,
     # Pinning is per delivery: a later delivery sees the new (forbidden) answer and is refused.
     receiver = await start_receiver()
     resolver = RecordingResolver(["127.0.0.1"], ["10.0.0.1"])
-    async with wd.Deliverer(allow_private_networks=False, resolver=resolver) as deliverer:
+    async with wd.Deliverer(
+        resolver=resolver, allowed_ports=frozenset({receiver.port})
+    ) as deliverer:
         first = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
         second = await deliverer.deliver(delivery(f"http://hooks.example.com:{receiver.port}/"))
     assert first.error_kind == second.error_kind == "ssrf_blocked"
@@ -323,3 +331,35 @@ async def test_a_port_spelled_otherwise_than_ascii_digits_is_not_delivered_to(
     assert (result.error_kind, result.ok, result.retryable) == ("invalid_url", False, False)
     assert connect_log.attempts == []
     assert receiver.requests == []
+
+
+async def test_a_port_outside_the_allow_list_is_refused_at_send_time(start_receiver, connect_log):
+    """The rules may have tightened since the URL was saved: the deliverer checks the port
+    again, before any lookup or connect (ssrf_blocked, not retried)."""
+    receiver = await start_receiver()
+    resolver = RecordingResolver(["127.0.0.1"])
+    url = f"http://hooks.example.com:{receiver.port}/"
+    async with wd.Deliverer(
+        allow_private_networks=True, resolver=resolver, allowed_ports=frozenset({443})
+    ) as deliverer:
+        refused = await deliverer.deliver(delivery(url))
+    assert refused.error_kind == "ssrf_blocked", refused
+    assert not refused.retryable
+    assert f"port {receiver.port} is not allowed" in (refused.error_message or "")
+    assert resolver.calls == []
+    assert connect_log.attempts == []
+    assert receiver.requests == []
+    # The same URL with its port allowed goes through, so the refusal was the port's.
+    async with wd.Deliverer(
+        allow_private_networks=True, resolver=resolver, allowed_ports=frozenset({receiver.port})
+    ) as deliverer:
+        assert (await deliverer.deliver(delivery(url))).ok
+
+
+async def test_production_refuses_a_non_web_port_without_a_lookup(connect_log):
+    resolver = RecordingResolver([PUBLIC_V4])
+    async with wd.Deliverer(resolver=resolver) as deliverer:
+        result = await deliverer.deliver(delivery("https://hooks.example.com:8443/"))
+    assert result.error_kind == "ssrf_blocked"
+    assert resolver.calls == []
+    assert connect_log.attempts == []

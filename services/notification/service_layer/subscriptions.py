@@ -39,17 +39,23 @@ class SubscriptionService:
         allow_private_networks: bool,
         secret_grace_seconds: int,
         known_event_types: Sequence[str],
+        allowed_ports: frozenset[int] | None = None,
     ) -> None:
         self.store = store
         self.box = box
         self.clock = clock
         self.allow_private_networks = allow_private_networks
+        self.allowed_ports = allowed_ports
         self.grace = timedelta(seconds=secret_grace_seconds)
         self.known_event_types = tuple(known_event_types)
 
     def _check_url(self, url: str) -> None:
         # Raises webhookdeliver.InvalidTargetURL; the API maps it to a 422 naming `url`.
-        validate_target_url(url, allow_private_networks=self.allow_private_networks)
+        validate_target_url(
+            url,
+            allow_private_networks=self.allow_private_networks,
+            allowed_ports=self.allowed_ports,
+        )
 
     async def create(
         self,

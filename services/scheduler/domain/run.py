@@ -9,7 +9,8 @@ State machine (anything else raises `IllegalTransition`):
     retrying  --acquire        -> in_progress   (only once next_attempt_at <= now)
     in_progress(lease expired) --acquire -> in_progress under the new owner (its worker died);
                                the lost attempt is counted and recorded (`LOST_ATTEMPT_KIND`)
-    in_progress --fail_lost    -> failed (its lease expired the maximum number of times)
+    in_progress --fail_lost    -> failed (its lease expired the maximum number of times, or
+                               the lost attempt used up the retry policy's max_attempts)
     in_progress --record_attempt -> succeeded | retrying | failed (failed = dead letter)
     in_progress --release      -> pending (no attempt yet) | retrying (due now)
     pending | retrying | in_progress(owner) --skip -> skipped
@@ -33,6 +34,8 @@ Lost attempts: a worker that dies (or stops renewing its lease) after claiming a
 sent its attempt. Whoever acquires the expired run counts that attempt (`attempt_count + 1`) and
 records it with `error_kind = LOST_ATTEMPT_KIND`, started at its claim time, so the next attempt
 goes out with the next `X-Attempt` and the attempt log shows what the receiver may have seen.
+A lost attempt counts toward `max_attempts` like any other: when it was the last one the run
+fails `worker_lost` at the take-over (`fail_lost`) instead of being attempted once more.
 
 Events: a run that reaches a terminal status records one event in `events`:
 `schedule.run.succeeded`, `schedule.run.failed` or `schedule.run.skipped` (with its reason);
@@ -369,18 +372,22 @@ class Run:
             self._record_event(RUN_FAILED, now, {"last_error": last_error})
         return attempt
 
-    def fail_lost(self, owner: str, now: datetime) -> None:
-        """Give up on a run whose lease expired too often (DESIGN.md §6): a run that takes its
-        worker down must not take down every worker in turn. Failed, without another attempt."""
+    def fail_lost(self, owner: str, now: datetime, *, max_attempts: int | None = None) -> None:
+        """Give up on a run taken over from a lost worker, without another attempt (DESIGN.md
+        §6): its lease expired too often (a run that takes its worker down must not take down
+        every worker in turn), or, with `max_attempts`, the lost attempt was its last one."""
         _aware("now", now)
         self._require_lease(owner)
         self._drop_lease()
         self._finish(RunStatus.FAILED, now)
-        last_error = {
-            "kind": LOST_ATTEMPT_KIND,
-            "message": f"its lease expired {self.lease_expiries} times; not attempted again",
-            "status_code": None,
-        }
+        if max_attempts is None:
+            message = f"its lease expired {self.lease_expiries} times; not attempted again"
+        else:
+            message = (
+                f"its lost attempt was attempt {self.attempt_count} of max_attempts "
+                f"{max_attempts}; not attempted again"
+            )
+        last_error = {"kind": LOST_ATTEMPT_KIND, "message": message, "status_code": None}
         self._record_event(RUN_FAILED, now, {"last_error": last_error})
 
     def skip(self, reason: SkipReason, now: datetime, *, owner: str | None = None) -> None:

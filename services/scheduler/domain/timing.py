@@ -117,8 +117,12 @@ class CompiledTiming:
     def first_after(self, now: datetime, planned_runs: int = 0) -> datetime | None:
         """The next occurrence to plan from `now` on create, PATCH or resume: a one-shot whose
         run_at lies within RUN_AT_PAST_GRACE before `now` still fires."""
+        return next(self.iter_from(now, planned_runs), None)
+
+    def iter_from(self, now: datetime, planned_runs: int = 0) -> Iterator[datetime]:
+        """The occurrences to plan from `now` on, the first being `first_after`'s."""
         since = now - RUN_AT_PAST_GRACE if self.recurrence is None else now
-        return self.next_after(since, planned_runs)
+        return self.iter_after(since, planned_runs)
 
     def annotate(self, occurrence: datetime) -> DstAnnotation | None:
         return None if self.recurrence is None else self.recurrence.annotate(occurrence)
@@ -201,11 +205,14 @@ def annotated_occurrences(
     after: datetime,
     count: int,
     planned_runs: int = 0,
+    until: datetime | None = None,
 ) -> list[AnnotatedOccurrence]:
+    """Up to `count` occurrences after `after`; with `until`, only those at or before it (the
+    walk stops there, so a short range costs what it holds, whatever `count`)."""
     out: list[AnnotatedOccurrence] = []
     jitter = compiled.timing.jitter_seconds > 0
     for occurrence in compiled.iter_after(after, planned_runs):
-        if len(out) >= count:
+        if len(out) >= count or (until is not None and occurrence > until):
             break
         due = compiled.due_at(schedule_id, occurrence) if jitter else None
         out.append(AnnotatedOccurrence(occurrence, compiled.annotate(occurrence), due))

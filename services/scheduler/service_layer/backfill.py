@@ -8,8 +8,9 @@ occurrences in (after, until], on request.
   every such backfill shares one backfill id (ONCE), so the unique key (schedule, occurrence,
   backfill id) makes repeating the request, even concurrently, create nothing new. With
   `include_existing` the request gets a fresh backfill id: every occurrence gets a new run.
-- At most MAX_BACKFILL_OCCURRENCES per request; the count is named in the refusal (counted up to
-  COUNT_CAP, "more than" beyond).
+- At most MAX_BACKFILL_OCCURRENCES per request, refused as "more than" that: counting stops one
+  past the limit, so every request costs at most that many occurrences, computed outside any
+  transaction.
 - The runs count toward `max_runs_per_day` in the UTC day of their `scheduled_for`, like every
   run (domain/tenant.py); a request that would take a day over the limit is refused whole.
 - The dispatcher claims backfill runs in a lower-priority lane (adapters/db/runs/claims.py): only
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.domain.run import Run, Trigger
+from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import quota_day, runs_remaining
 from scheduler.domain.timing import AnnotatedOccurrence, annotated_occurrences
 from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
@@ -37,7 +39,6 @@ Clock = Callable[[], datetime]
 Wake = Callable[[], None]
 
 MAX_BACKFILL_OCCURRENCES = 10_000
-COUNT_CAP = 100_000
 ONCE = "bfl_once"
 
 
@@ -74,23 +75,15 @@ async def backfill(
     if until > now:
         raise InvalidInput("to", "must not be in the future (planned runs cover it)")
     async with uows() as uow:
-        schedule = await uow.schedules.get(tenant_id, schedule_id)
-        if schedule is None or schedule.is_deleted:
-            raise NotFound("schedule", schedule_id)
-        compiled = compile_timing(schedule.timing())
-        # One beyond the limit tells "too many"; counting on to COUNT_CAP names how many.
-        found = annotated_occurrences(
-            compiled, schedule_id=schedule.id, after=after, count=COUNT_CAP + 1
-        )
-        occurrences = [o for o in found if o.at <= until]
-        if len(occurrences) > MAX_BACKFILL_OCCURRENCES:
-            many = len(occurrences)
-            count = f"more than {COUNT_CAP}" if many > COUNT_CAP else str(many)
-            raise InvalidInput(
-                "to",
-                f"(from, to] holds {count} occurrences; at most {MAX_BACKFILL_OCCURRENCES} per "
-                "backfill",
-            )
+        schedule = await _schedule(uow, tenant_id, schedule_id)
+    # Computed outside any transaction (up to MAX_BACKFILL_OCCURRENCES + 1 of them): no
+    # connection or snapshot is held meanwhile (SQLite has one connection for everything).
+    occurrences = _occurrences_in(schedule, after, until)
+    async with uows() as uow:
+        current = await _schedule(uow, tenant_id, schedule_id)
+        if current.timing() != schedule.timing():  # changed meanwhile: the new timing counts
+            occurrences = _occurrences_in(current, after, until)
+        schedule = current
         have = await uow.runs.occurrences_with_runs(tenant_id, schedule.id, after, until)
         items = [BackfillItem(o, o.at in have) for o in occurrences]
         existing = sum(i.exists for i in items)
@@ -111,6 +104,34 @@ async def backfill(
         wake()
     # A run a concurrent twin request inserted first counts as existing.
     return BackfillResult(items, created, existing + len(new_runs) - created, schedule.timezone)
+
+
+async def _schedule(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
+    schedule = await uow.schedules.get(tenant_id, schedule_id)
+    if schedule is None or schedule.is_deleted:
+        raise NotFound("schedule", schedule_id)
+    return schedule
+
+
+def _occurrences_in(
+    schedule: Schedule, after: datetime, until: datetime
+) -> list[AnnotatedOccurrence]:
+    """The annotated occurrences in (after, until]; refused beyond MAX_BACKFILL_OCCURRENCES.
+    The walk stops at `until` and one past the limit: a request costs at most that many."""
+    found = annotated_occurrences(
+        compile_timing(schedule.timing()),
+        schedule_id=schedule.id,
+        after=after,
+        count=MAX_BACKFILL_OCCURRENCES + 1,
+        until=until,
+    )
+    if len(found) > MAX_BACKFILL_OCCURRENCES:
+        raise InvalidInput(
+            "to",
+            f"(from, to] holds more than {MAX_BACKFILL_OCCURRENCES} occurrences; at most "
+            f"{MAX_BACKFILL_OCCURRENCES} per backfill",
+        )
+    return found
 
 
 def _backfill_run(

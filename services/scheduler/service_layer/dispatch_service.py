@@ -22,7 +22,8 @@ suspended at scheduled_for (for a retry: now) `tenant_suspended`; overlap_policy
 earlier unfinished run `overlap`; buffer_one with one earlier unfinished run waits (`Run.wait`:
 pending again, due when that run finishes, `BUFFER_RECHECK` at the latest), with two (one
 running, one waiting) `overlap`. A run whose lease expired `max_lease_expiries` times (its
-lost attempts, counted by the claim) fails `worker_lost` instead of being attempted again.
+lost attempts, counted by the claim), or whose lost attempt was the retry policy's last
+(attempt_count = max_attempts), fails `worker_lost` instead of being attempted again.
 """
 
 from __future__ import annotations
@@ -195,6 +196,10 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
                 run.fail_lost(owner, now)
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
+            if spec is not None and _lost_the_last_attempt(run, spec):
+                run.fail_lost(owner, now, max_attempts=spec.retry_policy.max_attempts)
+                leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
+                continue
             reason = self._skip_reason(run, spec, earlier, now)
             if reason is None and spec is not None and self._waits(run, spec, earlier):
                 run.wait(owner, now + BUFFER_RECHECK)
@@ -297,6 +302,12 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
     async def next_due_at(self) -> datetime | None:
         async with self.uows() as uow:
             return await uow.runs.next_run_due_at()
+
+
+def _lost_the_last_attempt(run: Run, spec: DeliverySpec) -> bool:
+    """Taken over from a lost worker (this claim counted its attempt: `lease_expiries` > 0) with
+    the retry policy's attempts used up: another would go out as X-Attempt max_attempts + 1."""
+    return run.lease_expiries > 0 and run.attempt_count >= spec.retry_policy.max_attempts
 
 
 def tenant_round_robin(claimed: Sequence[Run]) -> list[Run]:

@@ -132,17 +132,18 @@ async def plan_due(
                 decision = plan(state, lookahead=cfg.lookahead, max_per_pass=cfg.max_per_pass)
             else:
                 decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
-            made = [
-                occurrence.to_run(
-                    tenant_id=s.tenant_id,
-                    schedule_id=s.id,
-                    now=now,
-                    payload=s.payload if to_send else None,
-                    due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
+            made: list[Run] = []
+            for occurrence in decision.occurrences:
+                to_send = occurrence.status is RunStatus.PENDING
+                made.append(
+                    occurrence.to_run(
+                        tenant_id=s.tenant_id,
+                        schedule_id=s.id,
+                        now=now,
+                        payload=s.payload if to_send else None,
+                        due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
+                    )
                 )
-                for occurrence in decision.occurrences
-                for to_send in (occurrence.status is RunStatus.PENDING,)
-            ]
             new_runs.extend(made)
             planned.append((s, timing, decision.next_run_at, made))
             more_due = more_due or decision.more_due

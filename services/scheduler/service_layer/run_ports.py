@@ -137,6 +137,10 @@ class RunRepository(Protocol):
         """Insert; planned duplicates are ignored. Returns how many rows were new."""
         ...
 
+    async def insert_new_runs(self, runs: Sequence[Run]) -> set[str]:
+        """`insert_runs`, answering the ids of the rows that were new (a duplicate's is absent)."""
+        ...
+
     async def set_next_run_at(self, updates: Sequence[PlanUpdate]) -> None: ...
 
     async def next_schedule_due_at(self) -> datetime | None:

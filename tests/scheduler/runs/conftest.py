@@ -29,7 +29,6 @@ from scheduler.domain.policies import (
 from scheduler.domain.schedule import Schedule, Target
 from scheduler.domain.tenant import Entitlements
 from scheduler.entrypoints.api.app import app_from_container
-from scheduler.entrypoints.api.runs import install_runs
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, T0, ManualClock
@@ -97,9 +96,7 @@ def uows(container: Container) -> SqlUnitOfWorkFactory:
 async def client(
     container: Container, uows: SqlUnitOfWorkFactory
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = app_from_container(container)
-    if not any(getattr(r, "path", "").endswith("/trigger") for r in app.routes):
-        install_runs(app, uows, container.clock)  # until app.py mounts the runs router itself
+    app = app_from_container(container)  # it mounts the runs routes (runs.install_runs)
     async with LifespanManager(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://scheduler.test") as c:

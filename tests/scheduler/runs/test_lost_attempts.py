@@ -143,3 +143,37 @@ async def test_a_run_lost_max_lease_expiries_times_fails_without_another_attempt
     assert (await schedule_row(container, s.id)).paused_reason == "breaker"  # it counts
     mclock.advance(minutes=5)
     assert await step(d) == 0  # never claimed again
+
+
+async def test_a_lost_last_attempt_fails_the_run_without_attempt_max_plus_one(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    # max_attempts 1: the lost attempt was the only one allowed; X-Attempt 2 must never go out.
+    s = await add_schedule(container, receiver.url("/ok"), max_attempts=1, threshold=1)
+    await plan_at_occurrence(uows, mclock, s)
+    now = mclock()
+    async with uows() as uow:  # a worker claims and dies before settling
+        await uow.runs.acquire_due_runs("dead:1", now, now + LEASE, 10)
+        await uow.commit()
+    mclock.advance(seconds=31)
+    d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
+    assert await step(d) == 1
+
+    assert receiver.requests == []
+    (run,) = await run_rows(container)
+    assert (run.status, run.attempt_count, run.lease_owner) == ("failed", 1, None)
+    got = [(a.number, a.error_kind) for a in await attempt_rows(container, run.id)]
+    assert got == [(1, "worker_lost")]
+    failed = [
+        json.loads(r.payload)
+        for r in await rows(container, outbox, outbox.c.type == "schedule.run.failed")
+    ]
+    assert [e["data"]["last_error"]["kind"] for e in failed] == ["worker_lost"]
+    assert "max_attempts 1" in failed[0]["data"]["last_error"]["message"]
+    assert (await schedule_row(container, s.id)).paused_reason == "breaker"  # it counts
+    mclock.advance(minutes=5)
+    assert await step(d) == 0  # never claimed again

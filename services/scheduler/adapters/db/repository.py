@@ -61,7 +61,9 @@ _MUTABLE = (
     "jitter_seconds",
 )
 # planned_runs is written only by the planner (an increment in its own statement), so a stale
-# aggregate saved by the API can never lower it.
+# aggregate saved by the API can never lower it. next_run_at is written only when the change
+# moved it (pause, resume, retime, delete): the planner advances it without bumping the version,
+# so an unrelated edit saving the value it read would send the planner back over occurrences.
 
 
 def schedule_to_row(s: Schedule) -> dict[str, Any]:
@@ -147,6 +149,11 @@ class SqlScheduleRepository(ScheduleRepository):
         self.conn = conn
         self.box = box
         self._loaded_version: dict[str, int] = {}
+        self._loaded_next: dict[str, datetime | None] = {}
+
+    def _track(self, schedule: Schedule) -> None:
+        self._loaded_version[schedule.id] = schedule.version
+        self._loaded_next[schedule.id] = schedule.next_run_at
 
     def _scoped(self, tenant_id: str, *columns: Any) -> sa.Select[Any]:
         return (
@@ -159,7 +166,7 @@ class SqlScheduleRepository(ScheduleRepository):
         row = schedule_to_row(schedule)
         row["secret_ciphertext"] = self.box.encrypt(secret, associated=schedule.id)
         await _execute(self.conn, sa.insert(schedules).values(**row))
-        self._loaded_version[schedule.id] = schedule.version
+        self._track(schedule)
 
     async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
         result = await self.conn.execute(
@@ -169,7 +176,7 @@ class SqlScheduleRepository(ScheduleRepository):
         if row is None:
             return None
         schedule = row_to_schedule(row)
-        self._loaded_version[schedule.id] = schedule.version
+        self._track(schedule)
         return schedule
 
     async def _lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
@@ -183,7 +190,7 @@ class SqlScheduleRepository(ScheduleRepository):
         )
         locked = {s.id: s for s in map(row_to_schedule, await self.conn.execute(q))}
         for schedule in locked.values():
-            self._loaded_version[schedule.id] = schedule.version
+            self._track(schedule)
         return locked
 
     async def save(self, schedule: Schedule) -> None:
@@ -191,6 +198,11 @@ class SqlScheduleRepository(ScheduleRepository):
         if loaded is None:
             raise ValueError("save() takes a schedule this repository loaded or added")
         row = schedule_to_row(schedule)
+        columns = [
+            k
+            for k in _MUTABLE
+            if k != "next_run_at" or schedule.next_run_at != self._loaded_next[schedule.id]
+        ]
         # Optimistic concurrency: the row changes only if nobody wrote since we read it. On
         # PostgreSQL a concurrent writer blocks here, then sees the new version and matches 0 rows.
         result = await _execute(
@@ -199,11 +211,11 @@ class SqlScheduleRepository(ScheduleRepository):
             .where(schedules.c.id == schedule.id)
             .where(schedules.c.tenant_id == schedule.tenant_id)
             .where(schedules.c.version == loaded)
-            .values(**{k: row[k] for k in _MUTABLE}),
+            .values(**{k: row[k] for k in columns}),
         )
         if result.rowcount != 1:
             raise VersionMismatch()
-        self._loaded_version[schedule.id] = schedule.version
+        self._track(schedule)
 
     async def list_page(
         self,

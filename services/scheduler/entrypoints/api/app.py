@@ -82,6 +82,7 @@ def app_from_container(
         limits_for=container.limits_for,
         check_database=container.check_database,
         allow_private_networks=container.settings.webhook_allow_private_networks,
+        allowed_ports=container.settings.webhook_allowed_ports,
         rotation_grace=rotation_grace(container.settings),
         metrics=Metrics(registry or CollectorRegistry()),
         ensure_writable=container.ensure_writable,

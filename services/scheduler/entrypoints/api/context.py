@@ -31,6 +31,8 @@ class ApiContext:
     """Raises TenantSuspended when the tenant may not write now (None: no tenant projection)."""
     watchdog: Watchdog | None = None
     """The in-process workers' (role `all`): readyz is 503 while one of their loops is overdue."""
+    allowed_ports: frozenset[int] | None = None
+    """Ports a target URL may name (WEBHOOK_ALLOWED_PORTS; None: webhookdeliver's default)."""
 
 
 def context_of(request: Request) -> ApiContext:

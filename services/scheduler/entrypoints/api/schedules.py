@@ -133,7 +133,11 @@ def _target(ctx: ApiContext, t: TargetIn | None) -> Target | None:
     if t is None:
         return None
     try:
-        validate_target_url(t.url, allow_private_networks=ctx.allow_private_networks)
+        validate_target_url(
+            t.url,
+            allow_private_networks=ctx.allow_private_networks,
+            allowed_ports=ctx.allowed_ports,
+        )
     except InvalidTargetURL as exc:
         raise InvalidInput("target.url", exc.reason) from None
     return Target(url=t.url, headers=dict(t.headers), timeout_seconds=t.timeout_seconds)

@@ -77,6 +77,7 @@ class WorkerRuntime:
         d = self.options.dispatch
         self.deliverer = deliverer or Deliverer(
             allow_private_networks=container.settings.webhook_allow_private_networks,
+            allowed_ports=container.settings.webhook_allowed_ports,
             connector_limit=max(d.concurrency, 10),
             connector_limit_per_host=d.per_key_limit,
         )

@@ -78,11 +78,15 @@ class PlannerQueries(RunSql):
         return {r[0] for r in await self.conn.execute(q)}
 
     async def insert_runs(self, new_runs: Sequence[Run]) -> int:
+        return len(await self.insert_new_runs(new_runs))
+
+    async def insert_new_runs(self, new_runs: Sequence[Run]) -> set[str]:
         if not new_runs:
-            return 0
+            return set()
+        # RETURNING lists only the rows ON CONFLICT DO NOTHING kept (PostgreSQL; SQLite >= 3.35).
         stmt = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
         result = await self.conn.execute(stmt, [run_to_row(r) for r in new_runs])
-        return len(result.all())
+        return {str(i) for (i,) in result.all()}
 
     async def set_next_run_at(self, updates: Sequence[PlanUpdate]) -> None:
         if not updates:
