@@ -43,6 +43,25 @@ def is_database_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(_DB_MODULES)
 
 
+def raised_by_database(exc: BaseException) -> bool:
+    """A database error, or an OS-level one (a refused connect, a timeout) that passed through
+    the database layer's frames on its way up: what an outage of the database looks like, as
+    opposed to the same OSError from another dependency (a JWKS fetch, a file)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if is_database_error(current):
+            return True
+        tb = current.__traceback__
+        while tb is not None:
+            if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_DB_MODULES):
+                return True
+            tb = tb.tb_next
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors that go away when the database or the broker comes back (retry after a
     pause); False for everything else (a bug, a constraint violation, bad data)."""

@@ -6,7 +6,10 @@ ends with one of these within its bounds: a refused or timed-out connect (`OSErr
 connection in time (`sqlalchemy.exc.TimeoutError`), a statement the server cancelled or a
 connection that broke (`OperationalError`, `InterfaceError`, `DisconnectionError`, a bare
 `DBAPIError`). `servicekit.errors.is_transient` is the one judge; any other database error (a
-constraint, bad data) stays the caller's 500.
+constraint, bad data) stays the caller's 500. The same OSError or TimeoutError from another
+dependency (a key fetch, a file) is a 503 too, but the answer names no database: only an error
+that came through the database layer's frames is called a database outage
+(`servicekit.errors.raised_by_database`).
 
 The handlers sit in Starlette's exception middleware, so the error is answered and logged here
 in one line (its class, never its message: a driver message can quote a bound value) instead
@@ -21,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 
-from servicekit.errors import is_transient
+from servicekit.errors import is_transient, raised_by_database
 from servicekit.problems import problem_response
 
 RETRY_AFTER_SECONDS = 5
@@ -37,11 +40,11 @@ _OUTAGE_CLASSES: tuple[type[Exception], ...] = (
 )
 
 
-def unavailable_response() -> JSONResponse:
+def unavailable_response(what: str = "the database") -> JSONResponse:
     return problem_response(
         503,
         slug="unavailable",
-        detail="the database is unavailable; retry later",
+        detail=f"{what} is unavailable; retry later",
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
 
@@ -49,13 +52,15 @@ def unavailable_response() -> JSONResponse:
 async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
     if not is_transient(exc):
         raise exc  # not an outage (an IntegrityError, ...): the app's 500 handler answers
+    what = "the database" if raised_by_database(exc) else "a service this request needs"
     log.warning(
-        "%s %s: database unavailable (%s); answered 503",
+        "%s %s: %s unavailable (%s); answered 503",
         request.method,
         request.url.path,
+        what,
         type(exc).__name__,
     )
-    return unavailable_response()
+    return unavailable_response(what)
 
 
 def install_unavailable_handlers(app: FastAPI) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
+from servicekit.text import header_value_problem, is_token
+from servicekit.timestamps import format_utc
 from webhookdeliver.signing import signature_header, standard_webhooks_signature
 
 # Ours (signature and metadata), framing (Host, Content-Length, Transfer-Encoding), hop-by-hop
@@ -46,28 +48,21 @@ RESERVED_HEADER_PREFIXES: Final = ("webhook-",)  # the Standard Webhooks namespa
 MAX_TENANT_HEADERS: Final = 32
 MAX_TENANT_HEADER_BYTES: Final = 8192  # names + values together
 
-_TOKEN_CHARS: Final = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
-
 
 @functools.lru_cache(maxsize=1024)
 def is_reserved_header(name: str) -> bool:
-    """True when a tenant may not set header `name` (any case). Remembered, like `_is_token`."""
+    """True when a tenant may not set header `name` (any case). Remembered: the same few names
+    are checked on every attempt."""
     lowered = name.strip().lower()
     return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES)
 
 
 def is_valid_header(name: str, value: str) -> bool:
-    """A syntactically valid RFC 9110 field name (token) and a printable value (so no CR, LF or
-    NUL: they are control characters)."""
-    return _is_token(name) and value.isprintable()
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_token(name: str) -> bool:
-    # Remembered: the same few names are checked on every attempt.
-    return bool(name) and set(name) <= _TOKEN_CHARS
+    """An RFC 9110 field name (token) and value (visible ASCII, space, tab): the rules the APIs
+    apply when headers are saved (servicekit.text), so nothing they accept is dropped here."""
+    # Printable ASCII is the common case and a C-speed test; tabs take the full check.
+    valid_value = (value.isascii() and value.isprintable()) or header_value_problem(value) is None
+    return is_token(name) and valid_value
 
 
 def tenant_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -96,11 +91,9 @@ def occurrence_headers(
     """A scheduler delivery's context (DESIGN.md §8): which schedule, which occurrence (RFC 3339
     UTC with `Z`; for a manual or replay run the instant it was requested) and what made the run
     (`schedule|manual|replay|backfill`). Not signed: the signature covers id, timestamp, body."""
-    if scheduled_for.tzinfo is None or scheduled_for.utcoffset() is None:
-        raise ValueError("scheduled_for must be timezone-aware")
     return {
         "X-Schedule-Id": schedule_id,
-        "X-Scheduled-For": scheduled_for.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "X-Scheduled-For": format_utc(scheduled_for),  # refuses a naive datetime
         "X-Trigger": trigger,
     }
 

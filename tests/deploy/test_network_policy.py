@@ -14,7 +14,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.deploy.rendered import OVERLAYS, RUNBOOK, Doc, named, of_kind, render
+from tests.deploy.rendered import (
+    OVERLAYS,
+    RUNBOOK,
+    Doc,
+    env_from_config_maps,
+    named,
+    of_kind,
+    render,
+)
+from webhookdeliver import DEFAULT_ALLOWED_PORTS, parse_allowed_ports
 from webhookdeliver.addresses import (
     FORBIDDEN_IPV4_NETWORKS,
     FORBIDDEN_IPV6_NETWORKS,
@@ -239,3 +248,20 @@ def test_the_runbooks_smtp_port_is_open_and_webhook_egress_keeps_web_ports() -> 
         assert ("TCP", port) in {(p["protocol"], p["port"]) for p in rule["ports"]}, url
     for r in named(docs, "NetworkPolicy", "webhook-egress")["spec"]["egress"]:
         assert not {p["port"] for p in r["ports"]} & {port for _, port in SMTP_PORTS}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_guards_port_allow_list_is_what_the_policy_opens(overlay: str) -> None:
+    """A target port the guard accepts but the policy drops would hang every attempt to its
+    connect timeout: the deliverers' allow-list is exactly the internet rule's ports."""
+    docs = render(f"overlays/{overlay}")
+    policy = named(docs, "NetworkPolicy", "webhook-egress")
+    (internet,) = [r for r in policy["spec"]["egress"] if all("ipBlock" in p for p in r["to"])]
+    opened = {p["port"] for p in internet["ports"]}
+    for name in ("scheduler-worker", "notification"):
+        container = named(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        env = env_from_config_maps(docs, container)
+        assert env.get("WEBHOOK_ALLOW_PRIVATE_NETWORKS") == "false", name
+        configured = env.get("WEBHOOK_ALLOWED_PORTS")
+        allowed = DEFAULT_ALLOWED_PORTS if configured is None else parse_allowed_ports(configured)
+        assert allowed == opened, (name, sorted(allowed), sorted(opened))

@@ -100,8 +100,15 @@ def test_context_headers_must_be_ours_and_instants_aware() -> None:
             attempt=1,
             context_headers={"X-Custom": "v"},
         )
-    with pytest.raises(ValueError, match="aware"):
+    with pytest.raises(ValueError, match="naive"):
         wd.occurrence_headers(schedule_id="s", scheduled_for=datetime(2026, 1, 1), trigger="x")
     at = datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
     got = wd.occurrence_headers(schedule_id="s", scheduled_for=at, trigger="manual")
     assert got["X-Scheduled-For"] == "2026-01-01T00:00:00.250000Z"
+
+
+def test_tenant_header_values_follow_rfc_9110_without_obs_text():
+    # Tab and space are field-value characters; non-ASCII is obs-text, which receivers read
+    # differently (servicekit.text.header_value_problem, the API's rule too).
+    kept = tenant_headers({"X-Tab": "a\tb", "X-Umlaut": "M\u00fcller", "X-Nbsp": "a\u00a0b"})
+    assert kept == {"X-Tab": "a\tb"}

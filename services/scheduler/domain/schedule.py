@@ -62,7 +62,7 @@ class ScheduleCompleted(ScheduleError):
 @dataclass(frozen=True)
 class Target:
     """Where a webhook schedule delivers. Headers never contain reserved names (checked at the
-    API edge against webhookdeliver.RESERVED_HEADERS)."""
+    API edge with webhookdeliver.is_reserved_header)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)

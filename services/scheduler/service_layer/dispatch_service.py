@@ -20,10 +20,11 @@ schedule is skipped `schedule_deleted`; a planned run of a paused schedule `sche
 (manual runs and replays of a paused schedule are delivered: a tenant asked for them); a tenant
 suspended at scheduled_for (for a retry: now) `tenant_suspended`; overlap_policy skip with an
 earlier unfinished run `overlap`; buffer_one with one earlier unfinished run waits (`Run.wait`:
-pending again, due when that run finishes, `BUFFER_RECHECK` at the latest), with two (one
-running, one waiting) `overlap`. A run whose lease expired `max_lease_expiries` times (its
-lost attempts, counted by the claim), or whose lost attempt was the retry policy's last
-(attempt_count = max_attempts), fails `worker_lost` instead of being attempted again.
+pending again, due when that run finishes, parked until it next moves by itself or
+`BUFFER_RECHECK` at the latest), with two (one running, one waiting) `overlap`. A run whose
+lease expired `max_lease_expiries` times (its lost attempts, counted by the claim), or whose
+lost attempt was the retry policy's last (attempt_count = max_attempts), fails `worker_lost`
+instead of being attempted again.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ DispatchSettings = PipelineSettings
 """The dispatcher's settings are the pipeline's (concurrency, per-key limit, claim batch, lease,
 idle poll, write batch, retry backoff)."""
 RunLease = Lease[Run, Completion]
-# A buffer_one run waiting for its predecessor is due again after this at the latest; finishing
-# the predecessor makes it due at once (settle: `wake_waiting`). The bound covers a predecessor
-# that finished while the waiting run was being put back.
-BUFFER_RECHECK = timedelta(seconds=2)
+# A buffer_one run waiting for its predecessor is parked until that run next moves by itself (a
+# retry, a lease's end), this at the latest: its finishing, however it finishes, makes the
+# waiting run due at once (settle: `wake_waiting`, which also covers a predecessor that finished
+# while the waiting run was being put back), so this is only a safety recheck, not a poll.
+BUFFER_RECHECK = timedelta(seconds=60)
 
 
 class DispatchObserver(Protocol):
@@ -179,6 +181,10 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
                 and spec.overlap_policy is not OverlapPolicy.ALLOW
             ]
             earlier = await tx.earlier_unfinished(candidates)
+            # Those that may wait (buffer_one, one earlier unfinished): until when (one query,
+            # only when some may).
+            may_wait = [r for r in candidates if self._waits(r, specs[r.schedule_id], earlier)]
+            moves = await tx.predecessors_next_move(may_wait) if may_wait else {}
             # A retried run's earlier attempts are only in delivery_attempts: their time goes
             # into its terminal event's delivery_ms (one query, only when retries were claimed).
             retried = [r for r in claimed if r.attempt_count]
@@ -192,24 +198,30 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
             spec = specs.get(run.schedule_id)
             if spec is not None and spec.target is not None:
                 run.endpoint = endpoint_key(spec.target.url)  # for the run's terminal event
+            # Every run of a buffer_one schedule that finishes wakes its waiting run, except a
+            # skip for overlap (the run that blocks it still runs).
+            buffer_one = spec is not None and spec.overlap_policy is OverlapPolicy.BUFFER_ONE
             if run.lease_expiries >= self.max_lease_expiries:
                 run.fail_lost(owner, now)
+                run.wakes_waiting = buffer_one
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
             if spec is not None and _lost_the_last_attempt(run, spec):
                 run.fail_lost(owner, now, max_attempts=spec.retry_policy.max_attempts)
+                run.wakes_waiting = buffer_one
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
             reason = self._skip_reason(run, spec, earlier, now)
             if reason is None and spec is not None and self._waits(run, spec, earlier):
-                run.wait(owner, now + BUFFER_RECHECK)
+                run.wait(owner, _wait_until(moves.get(run.id), now))
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
             if reason is not None or spec is None:
                 run.skip(reason or SkipReason.SCHEDULE_DELETED, now, owner=owner)
+                run.wakes_waiting = buffer_one and reason is not SkipReason.OVERLAP
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
-            run.wakes_waiting = spec.overlap_policy is OverlapPolicy.BUFFER_ONE
+            run.wakes_waiting = buffer_one
             key = keys.get(spec.schedule_id)
             if key is None:
                 key = keys[spec.schedule_id] = self.performer.concurrency_key(spec)
@@ -302,6 +314,14 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
     async def next_due_at(self) -> datetime | None:
         async with self.uows() as uow:
             return await uow.runs.next_run_due_at()
+
+
+def _wait_until(predecessor_moves_at: datetime | None, now: datetime) -> datetime:
+    """A waiting run is due again when its predecessor next moves by itself (its retry, or its
+    lease's end if its worker died), BUFFER_RECHECK at the latest; its finishing wakes it sooner."""
+    latest = now + BUFFER_RECHECK
+    at = predecessor_moves_at
+    return at if at is not None and now < at < latest else latest
 
 
 def _lost_the_last_attempt(run: Run, spec: DeliverySpec) -> bool:

@@ -2,10 +2,10 @@
 
 One pass = one transaction over a batch of due schedules (`next_run_at <= now + lookahead`,
 active, live), locked so replicas share the work: decide each with `domain/planning.py`, insert
-the runs (planned duplicates ignored by the unique key) and advance `next_run_at`, all committed
-together. A crash before commit plans nothing; after commit, everything. `more_due` (a schedule
-with more occurrences than one pass materialises, or a full batch) makes the caller plan again
-at once.
+the runs (planned duplicates ignored by the unique key, and then neither counted toward max_runs
+nor announced) and advance `next_run_at`, all committed together. A crash before commit plans
+nothing; after commit, everything. `more_due` (a schedule with more occurrences than one pass
+materialises, or a full batch) makes the caller plan again at once.
 
 Timing (DESIGN.md §7a): occurrences come from the schedule's CompiledTiming (bounds, one-shot,
 DST policy), `max_runs` through PlanState.runs_left, and each pending run's `due_at` carries the

@@ -76,6 +76,8 @@ async def pause_over_limit(
 
 
 async def _live_schedules(uow: UnitOfWork, tenant_id: str) -> list[Schedule]:
+    """The tenant's schedules that max_schedules counts: live and not completed (a completed
+    one can never fire again, so it never ranks an active one out of the limit)."""
     out: list[Schedule] = []
     after: tuple[datetime, str] | None = None
     while True:
@@ -84,7 +86,7 @@ async def _live_schedules(uow: UnitOfWork, tenant_id: str) -> list[Schedule]:
                 tenant_id, limit=LIST_PAGE, after=after, filters=ListFilter()
             )
         )
-        out.extend(page)
+        out.extend(s for s in page if s.state is not ScheduleState.COMPLETED)
         if len(page) < LIST_PAGE:
             return out
         after = (page[-1].created_at, page[-1].id)

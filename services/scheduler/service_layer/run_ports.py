@@ -168,6 +168,12 @@ class RunRepository(Protocol):
         (absent: none). overlap_policy skip needs "any"; buffer_one "one" (wait) or "more"."""
         ...
 
+    async def predecessors_next_move(self, runs: Sequence[Run]) -> dict[str, datetime]:
+        """For runs about to wait (buffer_one): when their schedule's earlier unfinished run next
+        changes by itself: its lease's end while in_progress, else its next_attempt_at (absent:
+        none unfinished, or it has no such time)."""
+        ...
+
     async def wake_waiting(self, schedule_ids: Sequence[str], now: datetime) -> int:
         """Make those schedules' waiting runs (buffer_one: pending, put off past their due
         instant by `Run.wait`) due at `now`; never a run whose due instant is still ahead."""
@@ -245,6 +251,25 @@ class RunRepository(Protocol):
 
     async def last_run(self, tenant_id: str, schedule_id: str) -> Run | None:
         """The schedule's newest run by (scheduled_for, id)."""
+        ...
+
+    # ---- retime and preview (domain/retime.py) ---------------------------------------------
+    async def planned_after(self, tenant_id: str, schedule_id: str, after: datetime) -> int:
+        """How many planned runs (trigger schedule, any status) have scheduled_for > after."""
+        ...
+
+    async def unattempted_planned_after(
+        self, tenant_id: str, schedule_id: str, after: datetime
+    ) -> list[datetime]:
+        """The scheduled_for, increasing, of planned runs after `after` that are pending and
+        were never attempted."""
+        ...
+
+    async def delete_unattempted_planned(
+        self, tenant_id: str, schedule_id: str, instants: Sequence[datetime]
+    ) -> int:
+        """Delete those of them still pending and never attempted, and lower the schedule's
+        planned_runs by as many (never below 0). Returns how many went."""
         ...
 
 

@@ -18,6 +18,7 @@ from scheduler.domain.policies import (
     RetryPolicy,
     ScheduleState,
 )
+from scheduler.domain.retime import retime
 from scheduler.domain.schedule import (
     TIMING_FIELDS,
     Schedule,
@@ -311,21 +312,31 @@ async def update_schedule(
 ) -> Schedule:
     """Partial update. A timing change (TIMING_FIELDS) is validated as create validates it and
     recomputes next_run_at from now; on a completed schedule it makes it active again when an
-    occurrence is left (then it counts toward max_schedules again)."""
+    occurrence is left (then it counts toward max_schedules again). It holds the schedule's row
+    lock, so the planner cannot plan under the old timing meanwhile, and deletes the runs planned
+    ahead that are not the new timing's next occurrences (domain/retime.py)."""
+    retimed = bool(TIMING_FIELDS & set(changes))
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
+        if retimed:
+            schedule = await _relock(uow, schedule)
         _check_version(schedule, expected_version)
         spec = ScheduleSpec(**{**_spec_fields(_spec_of(schedule)), **changes})
         now = clock()
-        retimed = bool(TIMING_FIELDS & set(changes))
-        timing = validate_timing(
-            spec.timing(), now, planned_runs=schedule.planned_runs, new=retimed
-        )
+        ahead: list[datetime] = []
+        if retimed:
+            ahead = await uow.runs.unattempted_planned_after(tenant_id, schedule.id, now)
+        counted = max(0, schedule.planned_runs - len(ahead))
+        timing = validate_timing(spec.timing(), now, planned_runs=counted, new=retimed)
         _check_rules(spec, timing, limits, now)
         # Only a new timing moves the plan position; otherwise keep it, so an occurrence the
         # planner has not reached yet is not skipped by an unrelated edit.
         if retimed:
-            next_run_at = timing.first_after(now, schedule.planned_runs)
+            plan = retime(timing, now, counted_runs=counted, ahead=ahead)
+            next_run_at = plan.next_run_at
+            schedule.planned_runs -= await uow.runs.delete_unattempted_planned(
+                tenant_id, schedule.id, plan.drop
+            )
             if schedule.state is ScheduleState.COMPLETED and next_run_at is not None:
                 # Active again, it counts toward max_schedules again.
                 live = await uow.schedules.count_live(tenant_id)
@@ -436,29 +447,41 @@ async def preview_occurrences(
 ) -> tuple[Schedule, list[AnnotatedOccurrence]]:
     """The next `count` occurrences after now, annotated (DESIGN.md §7a), within the bounds and
     the runs max_runs still allows; none for a paused or completed schedule's past ("after
-    next_run_at's predecessor" would need the planner; "after now" is what a tenant means)."""
+    next_run_at's predecessor" would need the planner; "after now" is what a tenant means).
+    Runs already planned ahead of now are among them, so they are not counted as used up."""
     _check_count(count)
+    now = clock()
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
+        ahead = 0
+        if schedule.max_runs is not None:
+            ahead = await uow.runs.planned_after(tenant_id, schedule.id, now)
     timing = compile_timing(schedule.timing())
     items = annotated_occurrences(
         timing,
         schedule_id=schedule.id,
-        after=clock(),
+        after=now,
         count=count,
-        planned_runs=schedule.planned_runs,
+        planned_runs=max(0, schedule.planned_runs - ahead),
     )
     return schedule, items
 
 
 def preview_timing(
-    timing: Timing, *, after: datetime | None, count: int, clock: Clock
+    timing: Timing,
+    *,
+    after: datetime | None,
+    count: int,
+    clock: Clock,
+    limits: Entitlements,
 ) -> list[AnnotatedOccurrence]:
     """The stateless preview (`POST /v1/schedules/preview`): validated exactly as create
-    validates the same fields, stores nothing."""
+    validates the same fields (the timing rules and the tenant's limits on them, e.g.
+    min_interval_seconds), stores nothing."""
     _check_count(count)
     now = clock()
     compiled = validate_timing(timing, now)
+    check_definition(limits, recurrence=compiled.recurrence, payload=None, since=now)
     return annotated_occurrences(
         compiled,
         schedule_id=PREVIEW_SCHEDULE_ID,
@@ -472,6 +495,14 @@ async def _load(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
     if schedule is None or schedule.is_deleted:
         raise NotFound("schedule", schedule_id)
     return schedule
+
+
+async def _relock(uow: UnitOfWork, schedule: Schedule) -> Schedule:
+    """The tenant's schedule (already loaded by `_load`) read again under its row lock."""
+    locked = (await uow.schedules.lock([schedule.id])).get(schedule.id)
+    if locked is None or locked.is_deleted:
+        raise NotFound("schedule", schedule.id)
+    return locked
 
 
 def _check_version(schedule: Schedule, expected: int | None) -> None:

@@ -6,7 +6,8 @@ lease; a lost lease drops the write, the new holder's result stands): the run's 
 attempt rows, its events (outbox); on PostgreSQL one statement for all of them, including the
 breaker's all-succeeded reset. Then the breaker for schedules with a failed run in the group
 (service_layer/breaker.py), in the same transaction as the runs that moved it; and the waiting
-run of a buffer_one schedule whose run finished is made due now (`wake_waiting`).
+run of a buffer_one schedule whose run finished is made due now (`wake_waiting`), and so is a
+run parked to wait in this group whose predecessor is no longer unfinished.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.domain.run import RunStatus
+from scheduler.domain.run import Run, RunStatus
 from scheduler.service_layer.breaker import apply_breaker
 from scheduler.service_layer.run_ports import Completion
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
@@ -50,7 +51,22 @@ async def settle_completions(
         # only when such runs finished in this group).
         done = [c.run for c in kept if c.run.wakes_waiting and c.run.status.is_terminal]
         freed = [r.schedule_id for r in done]
+        # A run parked to wait (pending, due again later) whose predecessor finished between its
+        # claim and this write, when that wake-up could not see it: due now as well.
+        parked = [c.run for c in kept if _parked(c.run, now)]
+        if parked:
+            earlier = await uow.runs.earlier_unfinished(parked)
+            freed += [r.schedule_id for r in parked if not earlier.get(r.id)]
         if freed:
             await uow.runs.wake_waiting(freed, now)
         await uow.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)
+
+
+def _parked(run: Run, now: datetime) -> bool:
+    # Only `Run.wait` leaves a run pending and due later (a release leaves it due now).
+    return (
+        run.status is RunStatus.PENDING
+        and run.next_attempt_at is not None
+        and run.next_attempt_at > now
+    )

@@ -1,8 +1,10 @@
 """overlap_policy buffer_one with a slow receiver (a real HTTP server on loopback that holds the
 first request while the clock moves past two more occurrences of an every-minute schedule):
 occurrence 2 waits, unattempted, and starts the moment occurrence 1 finishes; occurrence 3 is
-skipped (overlap); occurrence 2's lag counts from its scheduled_for. The dispatcher is driven
-step by step on a manual clock, renewing its leases as its loop would."""
+skipped (overlap); occurrence 2's lag counts from its scheduled_for; while it waits it is parked
+(claimed again only when occurrence 1 would next move by itself), not polled; and occurrence 1
+finishing while 2 is being put back still wakes 2. The dispatcher is driven step by step on a
+manual clock, renewing its leases as its loop would."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import webhookdeliver as wd
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
+from scheduler.service_layer.dispatch_service import RunDispatcher
 from scheduler.service_layer.planning_service import plan_due
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
@@ -25,7 +28,9 @@ from tests.scheduler.runs.dispatch_helpers import (
     make_dispatcher,
     plan_at_occurrence,
     run_rows,
+    step,
 )
+from tests.scheduler.runs.receiver import Receiver
 
 
 class HoldFirst:
@@ -141,3 +146,141 @@ async def test_second_occurrence_waits_for_the_first_and_the_third_is_skipped(
     # Its lag counts from its scheduled_for: the 61 s it waited behind occurrence 1.
     assert two.started_at - two.scheduled_for == timedelta(seconds=61)
     assert await attempt_rows(container, three.id) == []
+
+
+async def _hold_first_and_park_second(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    holder: HoldFirst,
+    deliverer: wd.Deliverer,
+) -> tuple[RunDispatcher, datetime]:
+    """Occurrence 1 attempted and held by the receiver; occurrence 2 planned (due), not claimed.
+    Returns the dispatcher holding 1 and occurrence 1's instant."""
+    url = await holder.start()
+    s = await add_schedule(
+        container,
+        url,
+        overlap=OverlapPolicy.BUFFER_ONE,
+        misfire=MisfirePolicy.FIRE_ALL,
+        timeout_seconds=60,
+    )
+    d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
+    assert s.next_run_at is not None
+    t1 = s.next_run_at
+    await plan_at_occurrence(uows, mclock, s)
+    assert (await d.pump())[0] == 1
+    await _until(lambda: len(holder.arrived) == 1, "the first request")
+    mclock.set(t1 + timedelta(minutes=1))
+    await d.extend_leases_once()
+    await plan_due(uows, now=mclock(), settings=PLAN)
+    return d, t1
+
+
+async def test_a_waiting_run_is_parked_not_polled_while_its_predecessor_runs(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    holder: HoldFirst,
+    deliverer: wd.Deliverer,
+) -> None:
+    d, t1 = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
+    assert (await d.pump())[0] == 1  # occurrence 2: claimed once, parked
+    await d.write_once()
+    _, two = await run_rows(container)
+    # Parked until occurrence 1's lease ends (extended just before: 30 s from now).
+    assert (two.status, two.next_attempt_at) == ("pending", mclock() + timedelta(seconds=30))
+
+    # A dispatcher loop's worth of claims over 58 s, leases renewed: 2 s polling claimed (and
+    # wrote back) occurrence 2 on every one of these 29 steps; parked, it is claimed when 1's
+    # lease was due to end (once; then parked on the renewed lease again).
+    claims = 0
+    for _ in range(29):
+        mclock.advance(seconds=2)
+        await d.extend_leases_once()
+        claims += (await d.pump())[0]
+        await d.write_once()
+    assert claims <= 2, claims
+    one, two = await run_rows(container)
+    assert (one.status, two.status, two.attempt_count) == ("in_progress", "pending", 0)
+    assert await attempt_rows(container, two.id) == []
+    assert len(holder.arrived) == 1
+
+    # 1 finishes: 2 is due at once (the settle wake-up), not at its parking time.
+    finished_at = mclock.advance(seconds=1)
+    await d.extend_leases_once()
+    holder.release.set()
+    await d.drain()
+    assert (await d.pump())[0] == 1
+    await d.drain()
+    one, two = await run_rows(container)
+    assert (one.status, two.status, two.started_at) == ("succeeded", "succeeded", finished_at)
+    assert two.scheduled_for == t1 + timedelta(minutes=1)
+
+
+async def test_a_predecessor_finishing_while_the_waiting_run_is_put_back_still_wakes_it(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    holder: HoldFirst,
+    deliverer: wd.Deliverer,
+) -> None:
+    holding, _ = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
+    other = make_dispatcher(container, uows, deliverer, lease_seconds=30)
+    assert (await other.pump())[0] == 1  # occurrence 2 claimed to wait; not written back yet
+    # 1 finishes and settles now: its wake-up sees 2 in_progress (claimed), not waiting.
+    holder.release.set()
+    await holding.drain()
+    one, two = await run_rows(container)
+    assert (one.status, two.status) == ("succeeded", "in_progress")
+    await other.write_once()  # 2 put back: its own settle sees 1 finished and makes it due now
+    _, two = await run_rows(container)
+    assert (two.status, two.next_attempt_at) == ("pending", mclock())
+    assert (await other.pump())[0] == 1
+    await other.drain()
+    _, two = await run_rows(container)
+    assert (two.status, len(holder.arrived)) == ("succeeded", 2)
+
+
+async def test_a_predecessor_failed_at_take_over_wakes_the_waiting_run(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    # max_attempts 1: occurrence 1's worker dies holding it, so the take-over fails it
+    # (`worker_lost`) without an attempt; that too must start the waiting occurrence 2 at once.
+    s = await add_schedule(
+        container,
+        receiver.url("/ok"),
+        overlap=OverlapPolicy.BUFFER_ONE,
+        misfire=MisfirePolicy.FIRE_ALL,
+        max_attempts=1,
+    )
+    assert s.next_run_at is not None
+    t1 = s.next_run_at
+    await plan_at_occurrence(uows, mclock, s)
+    async with uows() as uow:
+        await uow.runs.acquire_due_runs("dead:1", t1, t1 + timedelta(seconds=90), 10)
+        await uow.commit()
+    mclock.set(t1 + timedelta(minutes=1))
+    await plan_due(uows, now=mclock(), settings=PLAN)
+    d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
+    assert await step(d) == 1  # occurrence 2 parked until occurrence 1's lease ends
+    _, two = await run_rows(container)
+    assert (two.status, two.next_attempt_at) == ("pending", t1 + timedelta(seconds=90))
+
+    # One run per claim (a busy claim): 2 (live lane) is claimed before 1 is taken over (the
+    # lane of runs whose worker died), so it parks again behind a run nobody will finish.
+    mclock.set(t1 + timedelta(seconds=91))
+    one_at_a_time = make_dispatcher(container, uows, deliverer, lease_seconds=30, claim_batch=1)
+    assert await step(one_at_a_time) == 1
+    _, two = await run_rows(container)
+    assert (two.status, two.next_attempt_at) == ("pending", mclock() + timedelta(seconds=60))
+    assert await step(one_at_a_time) == 1  # 1 taken over and failed: 2 woken
+    assert await step(one_at_a_time) == 1  # 2 attempted now, not 60 s later
+    one, two = await run_rows(container)
+    assert (one.status, two.status) == ("failed", "succeeded")
+    assert two.started_at == mclock()
+    assert [r.headers["X-Webhook-Id"] for r in receiver.requests] == [two.id]

@@ -60,7 +60,9 @@ async def state(container: Container, schedule_id: str) -> tuple[str, int, datet
         ).one()
         count = (
             await conn.execute(
-                sa.select(sa.func.count()).select_from(runs).where(runs.c.schedule_id == schedule_id)
+                sa.select(sa.func.count())
+                .select_from(runs)
+                .where(runs.c.schedule_id == schedule_id)
             )
         ).scalar_one()
     return row.state, row.planned_runs, row.next_run_at, count

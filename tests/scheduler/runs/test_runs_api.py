@@ -1,5 +1,5 @@
 """The runs API over HTTP (ASGI): trigger, history with filters and cursor, one run with its
-attempts in order, replay, dead letters, tenant isolation."""
+attempts in order, replay, dead letters, tenant isolation; /openapi.json lists each route once."""
 
 from __future__ import annotations
 
@@ -139,3 +139,15 @@ async def test_scopes_and_tokens(client: httpx.AsyncClient, container: Container
     assert r.status_code == 403
     r = await client.get(f"/v1/schedules/{s.id}/runs?status=bogus", headers=auth())
     assert r.status_code == 422
+
+
+async def test_the_client_serves_the_app_as_deployed_with_each_route_once(
+    client: httpx.AsyncClient,
+) -> None:
+    # The fixture's app is app_from_container's: runs routes mounted once (a second mount
+    # duplicated every operation id and broke /openapi.json).
+    r = await client.get("/openapi.json")
+    assert r.status_code == 200, r.text
+    ops = [op["operationId"] for path in r.json()["paths"].values() for op in path.values()]
+    assert len(ops) == len(set(ops))
+    assert "/v1/schedules/{schedule_id}/trigger" in r.json()["paths"]

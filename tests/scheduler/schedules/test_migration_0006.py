@@ -195,11 +195,8 @@ async def test_downgrade_leaves_only_rows_the_old_code_reads(empty_url: str) -> 
                 await conn.execute(sa.insert(idempotency_keys).values(**_key(sid)))
         await _downgrade(empty_url, "0005")
         async with engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.text("SELECT id, state, paused_reason, next_run_at FROM schedules ORDER BY id")
-                )
-            ).all()
+            q = "SELECT id, state, paused_reason, next_run_at FROM schedules ORDER BY id"
+            rows = (await conn.execute(sa.text(q))).all()
             assert [(r[0], r[1], r[2]) for r in rows] == [
                 ("sch_cron", "active", None),
                 ("sch_done", "paused", "completed"),

@@ -7,8 +7,10 @@ import json
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.domain.policies import ScheduleState
 from scheduler.domain.tenant import Entitlements
@@ -112,3 +114,25 @@ async def test_min_interval_downgrade_pauses_only_too_frequent(
         got = await uow.schedules.get("t1", slow.id)
         assert got is not None
         assert got.state is ScheduleState.ACTIVE
+
+
+async def test_completed_schedules_do_not_rank_active_ones_out_of_max_schedules(
+    uows: SqlUnitOfWorkFactory, mclock: ManualClock, engine: AsyncEngine
+) -> None:
+    done = await add_schedule(uows, mclock, tenant="t1", name="done")  # the oldest
+    kept = [await add_schedule(uows, mclock, tenant="t1", name=f"s{i}") for i in range(2)]
+    async with engine.begin() as conn:
+        await conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.id == done.id)
+            .values(state="completed", next_run_at=None)
+        )
+    event = entitlements_event("t1", mclock(), {"max_schedules": 2})
+    report = await tenant_events.apply_events(uows(), [event], mclock())
+    # Two schedules can still fire: within the limit, nothing is paused.
+    assert report.paused == []
+    async with uows() as uow:
+        for s in kept:
+            got = await uow.schedules.get("t1", s.id)
+            assert got is not None
+            assert got.state is ScheduleState.ACTIVE

@@ -1,5 +1,6 @@
 """Alembic environment: runs on the connection handed over by `notification.adapters.migrate`
-(which opens it on the async engine), or on its own engine when run by the alembic CLI."""
+(which opens it on the async engine), or on its own engine when run by the alembic CLI, with the
+migration bounds (the default connect, lock and checkout bounds; statements may run long)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from notification.adapters.db import create_engine
 from notification.adapters.tables import metadata
+from servicekit.database import DatabaseBounds
 
 config = context.config
 
@@ -26,10 +28,12 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_own_engine(url: str) -> None:
-    engine = create_engine(url)
-    async with engine.begin() as conn:
-        await conn.run_sync(_run)
-    await engine.dispose()
+    engine = create_engine(url, DatabaseBounds().for_migrations())
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_run)
+    finally:
+        await engine.dispose()
 
 
 connection = config.attributes.get("connection")

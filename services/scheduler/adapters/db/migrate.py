@@ -43,8 +43,8 @@ def _upgrade_sync(connection: Connection, revision: str) -> None:
     command.upgrade(cfg, revision)
 
 
-async def current_revision(url: str) -> str | None:
-    engine = create_engine(url)
+async def current_revision(url: str, *, bounds: DatabaseBounds | None = None) -> str | None:
+    engine = create_engine(url, bounds=bounds)
     try:
         async with engine.connect() as conn:
             return await conn.run_sync(

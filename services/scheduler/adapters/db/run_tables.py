@@ -17,6 +17,9 @@ Index choices (every hot query is O(rows it returns), never O(table)):
 - `ix_runs_tenant_scheduled` (tenant_id, scheduled_for), beside the tenant tables
   (`tenant_store.py`): the daily quota count and the tenant-wide history
   (`GET /v1/schedules/-/runs`), read newest first.
+- `ix_runs_tenant_failed` (tenant_id, scheduled_for, id) and `ix_runs_schedule_failed`
+  (schedule_id, scheduled_for, id) WHERE status = 'failed' (migration 0008): the dead-letter
+  lists (`?status=failed`), which would otherwise filter the whole history newest first.
 Partial-index predicates are written as SQL literals in queries too (never bound parameters), so
 PostgreSQL can prove a query implies the predicate even with a generic prepared plan.
 """
@@ -33,6 +36,7 @@ LIVE_DUE_SQL = "status IN ('pending', 'retrying') AND trigger <> 'backfill'"
 BACKFILL_DUE_SQL = "status IN ('pending', 'retrying') AND trigger = 'backfill'"
 BACKFILL_SQL = "trigger = 'backfill'"
 LEASED_SQL = "status = 'in_progress'"
+FAILED_SQL = "status = 'failed'"
 PLANNED_SQL = "trigger = 'schedule'"
 # The claim's per-row re-check: the runs due in either lane (the six statuses are a closed
 # set), written so PostgreSQL re-checks through the primary key (sql_postgres.INDEX_PATHS_ONLY).
@@ -107,6 +111,22 @@ sa.Index(
     sqlite_where=sa.text(LEASED_SQL),
 )
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
+sa.Index(
+    "ix_runs_tenant_failed",
+    runs.c.tenant_id,
+    runs.c.scheduled_for,
+    runs.c.id,
+    postgresql_where=sa.text(FAILED_SQL),
+    sqlite_where=sa.text(FAILED_SQL),
+)
+sa.Index(
+    "ix_runs_schedule_failed",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    runs.c.id,
+    postgresql_where=sa.text(FAILED_SQL),
+    sqlite_where=sa.text(FAILED_SQL),
+)
 
 delivery_attempts = sa.Table(
     "delivery_attempts",

@@ -425,7 +425,13 @@ async def preview(
         max_runs=body.max_runs,
         jitter_seconds=body.jitter_seconds,
     )
-    items = svc.preview_timing(timing, after=body.after, count=body.count, clock=ctx.clock)
+    items = svc.preview_timing(
+        timing,
+        after=body.after,
+        count=body.count,
+        clock=ctx.clock,
+        limits=ctx.limits_for(principal.tenant_id),
+    )
     return OccurrencesOut(timezone=body.timezone, items=[_occurrence_out(i) for i in items])
 
 

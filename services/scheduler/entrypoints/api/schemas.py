@@ -45,11 +45,12 @@ from servicekit.rfc3339 import Rfc3339, UtcTimestamp
 from servicekit.text import (
     HEADER_VALUE_PATTERN,
     NO_CONTROL_CHARS,
+    TAB_AND_NEWLINE_ONLY,
     TOKEN_PATTERN,
     header_value_problem,
     is_token,
 )
-from webhookdeliver import RESERVED_HEADERS
+from webhookdeliver import is_reserved_header
 
 __all__ = ["Problem", "problem_responses"]  # re-exported: the routers import them from here
 
@@ -94,7 +95,7 @@ class TargetIn(Strict):
             lowered = name.lower()
             if len(name) > MAX_HEADER_NAME_CHARS or not is_token(name):
                 raise ValueError(f"header name {name[:100]!r} is not an RFC 9110 token")
-            if lowered in RESERVED_HEADERS or lowered.startswith("webhook-"):
+            if is_reserved_header(name):
                 raise ValueError(f"header {name!r} is reserved and cannot be set")
             if lowered in seen:
                 raise ValueError(f"header {name!r} appears twice (names are case-insensitive)")
@@ -140,7 +141,7 @@ ZoneText = Annotated[str, Field(min_length=1, max_length=64), NO_CONTROL_CHARS]
 Description = Annotated[
     str,
     Field(max_length=MAX_DESCRIPTION_CHARS, description="free text for people"),
-    NO_CONTROL_CHARS,
+    TAB_AND_NEWLINE_ONLY,  # notification's descriptions follow the same rule
 ]
 # Timing fields (DESIGN.md §7a); instants need an offset (a naive one is a 422 naming the field).
 RunAt = Annotated[

@@ -1,5 +1,6 @@
 """Alembic environment: uses the connection handed in by scheduler.adapters.db.migrate, or builds
-an async engine from sqlalchemy.url (for the plain `alembic` command)."""
+an async engine from sqlalchemy.url (for the plain `alembic` command) with the migration bounds:
+the default connect, lock and checkout bounds, but statements may run long."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def _run(connection: Connection) -> None:
 
 async def _run_async(url: str) -> None:
     from scheduler.adapters.db.engine import create_engine
+    from servicekit.database import DatabaseBounds
 
-    engine = create_engine(url)
+    engine = create_engine(url, bounds=DatabaseBounds().for_migrations())
     try:
         async with engine.begin() as conn:
             await conn.run_sync(_run)

@@ -1,6 +1,7 @@
 """The dispatcher's queries: lease acquisition in lanes (live runs tenant-fair, then the oldest,
 then runs whose worker died, then backfill runs), what an attempt needs of each schedule, the
-overlap check and the buffer_one wake-up, lease extension, the sleep probe and the queue depth."""
+overlap check, how long a buffer_one run waits and its wake-up, lease extension, the sleep probe
+and the queue depth."""
 
 from __future__ import annotations
 
@@ -261,6 +262,37 @@ class Claims(RunSql):
         count = sa.select(sa.func.count()).select_from(earlier).scalar_subquery()
         q = sa.select(r.c.id, count.label("n")).where(self._in(r.c.id, [c.id for c in candidates]))
         return {row.id: int(row.n) for row in await self.conn.execute(q) if row.n}
+
+    async def predecessors_next_move(self, waiting: Sequence[Run]) -> dict[str, datetime]:
+        """The index range of `earlier_unfinished` (at most 2 rows each), with the earliest
+        lease end (in_progress) or next_attempt_at (pending, retrying) among them."""
+        if not waiting:
+            return {}
+        r = runs.alias("r")
+        e = runs.alias("e")
+        moves = sa.case(
+            (e.c.status == RunStatus.IN_PROGRESS.value, e.c.lease_expires_at),
+            else_=e.c.next_attempt_at,
+        )
+        earlier = (
+            sa.select(moves.label("at"))
+            .where(e.c.schedule_id == r.c.schedule_id)
+            .where(e.c.scheduled_for < r.c.scheduled_for)
+            .where(e.c.status.in_([s.value for s in _UNFINISHED]))
+            .where(e.c.trigger != Trigger.BACKFILL.value)
+            .where(e.c.id != r.c.id)
+            .limit(2)
+            .correlate(r)
+            .subquery("earlier")
+        )
+        first = sa.select(sa.func.min(earlier.c.at)).scalar_subquery()
+        q = sa.select(r.c.id, first.label("at")).where(self._in(r.c.id, [w.id for w in waiting]))
+        out: dict[str, datetime] = {}
+        for row in await self.conn.execute(q):
+            at = as_datetime(row.at)
+            if at is not None:
+                out[row.id] = at
+        return out
 
     async def wake_waiting(self, schedule_ids: Sequence[str], now: datetime) -> int:
         # A waiting run is pending with next_attempt_at past its due instant, which is past:

@@ -91,13 +91,17 @@ def downgrade() -> None:
         "UPDATE schedules SET state = 'paused', paused_reason = 'completed', next_run_at = NULL "
         "WHERE state = 'completed'"
     )
-    one_shots = "SELECT id FROM schedules WHERE cron IS NULL"
     op.execute(
-        "DELETE FROM delivery_attempts WHERE run_id IN "
-        f"(SELECT id FROM runs WHERE schedule_id IN ({one_shots}))"
+        "DELETE FROM delivery_attempts WHERE run_id IN (SELECT id FROM runs WHERE schedule_id IN "
+        "(SELECT id FROM schedules WHERE cron IS NULL))"
     )
-    op.execute(f"DELETE FROM runs WHERE schedule_id IN ({one_shots})")
-    op.execute(f"DELETE FROM idempotency_keys WHERE schedule_id IN ({one_shots})")
+    op.execute(
+        "DELETE FROM runs WHERE schedule_id IN (SELECT id FROM schedules WHERE cron IS NULL)"
+    )
+    op.execute(
+        "DELETE FROM idempotency_keys WHERE schedule_id IN "
+        "(SELECT id FROM schedules WHERE cron IS NULL)"
+    )
     op.execute("DELETE FROM schedules WHERE cron IS NULL")
     with op.batch_alter_table("schedules") as batch:
         batch.alter_column("cron", existing_type=sa.String(200), nullable=False)
