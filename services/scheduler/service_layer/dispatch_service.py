@@ -80,6 +80,8 @@ class DispatchObserver(Protocol):
 
     def breaker_tripped(self, tenant_id: str) -> None: ...
 
+    def worker_lost(self, reason: str) -> None: ...
+
 
 class _NoMetrics:
     def first_attempt_lag(self, seconds: float) -> None:
@@ -92,6 +94,9 @@ class _NoMetrics:
         return None
 
     def breaker_tripped(self, tenant_id: str) -> None:
+        return None
+
+    def worker_lost(self, reason: str) -> None:
         return None
 
 
@@ -162,6 +167,18 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
     def _new_owner(self, now: datetime) -> str:
         return f"{self.worker_id}:{new_id('lse', at=now)}"
 
+    def _report_lost(self, run: Run, reason: str) -> None:
+        """A poison run (its workers keep dying) fails instead of being claimed again: loud once."""
+        self.observer.worker_lost(reason)
+        log.warning(
+            "run %s of schedule %s failed worker_lost (%s): lease expired %d times, %d attempts",
+            run.id,
+            run.schedule_id,
+            reason,
+            run.lease_expiries,
+            run.attempt_count,
+        )
+
     # ---- the pipeline's store (servicekit.pipeline.LeaseStore) -----------------------------
 
     async def acquire(
@@ -203,11 +220,13 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
             buffer_one = spec is not None and spec.overlap_policy is OverlapPolicy.BUFFER_ONE
             if run.lease_expiries >= self.max_lease_expiries:
                 run.fail_lost(owner, now)
+                self._report_lost(run, "lease_expiries")
                 run.wakes_waiting = buffer_one
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue
             if spec is not None and _lost_the_last_attempt(run, spec):
                 run.fail_lost(owner, now, max_attempts=spec.retry_policy.max_attempts)
+                self._report_lost(run, "max_attempts")
                 run.wakes_waiting = buffer_one
                 leases.append(Lease.decided(run.id, run, Completion.of(run, owner)))
                 continue

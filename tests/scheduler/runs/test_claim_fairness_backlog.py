@@ -129,3 +129,31 @@ async def test_the_fair_claim_reads_index_entries_in_proportion_to_the_claim(
     # No node produces more rows than a claim's worth (10,000 due runs of A are never read).
     most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
     assert most <= CLAIM, plan
+
+
+async def test_b_starts_in_the_first_claim_past_many_tenants_with_nothing_due(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> None:
+    """More tenants than the walk's limit sort between A and B with only runs planned ahead:
+    they are passed over, not counted, so B is walked (and served) in the first claim. Before,
+    the walk stopped after 1,000 of them and B's runs waited behind A's backlog."""
+    if container.engine.dialect.name != "postgresql":
+        pytest.skip("the per-tenant claim is PostgreSQL's")
+    await _seed(container, "a", 10_000, status="pending", due_s=-0.5)
+    await _seed(container, "b", B_RUNS, status="pending", due_s=0)
+    async with container.engine.begin() as conn:  # "a_0000".."a_1199" sort between "a" and "b"
+        await conn.execute(
+            sa.text(
+                "INSERT INTO runs (id, tenant_id, schedule_id, scheduled_for, trigger, status,"
+                " attempt_count, next_attempt_at, created_at)"
+                " SELECT 'run_later_' || i, 'a_' || lpad(i::text, 4, '0'), 'sch_later_' || i,"
+                " :due, 'schedule', 'pending', 0, :due, :due FROM generate_series(0, 1199) i"
+            ).bindparams(sa.bindparam("due", type_=UTCDateTime())),
+            {"due": T0 + timedelta(hours=1)},
+        )
+        await conn.execute(sa.text("ANALYZE runs"))
+    assert FAIR_TENANT_SCAN < 1_200
+    claims, _, seen = await _claims_until_b_started(uows)
+    assert claims == 1, claims
+    assert len(seen) == CLAIM
+    assert not any(i.startswith("run_later_") for i in seen)

@@ -8,12 +8,17 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+
 import webhookdeliver as wd
+from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import LOST_ATTEMPT_KIND, LOST_ATTEMPT_MESSAGE
 from scheduler.entrypoints.api.runs import attempt_out
+from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.service_layer.runs import get_run
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
@@ -128,7 +133,13 @@ async def test_a_run_lost_max_lease_expiries_times_fails_without_another_attempt
         mclock.advance(seconds=31)
     d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     d.max_lease_expiries = 2
+    registry = CollectorRegistry()
+    d.observer = WorkerMetrics(registry)
     assert await step(d) == 1  # the second expiry: failed, never attempted again
+    lost = registry.get_sample_value(
+        "scheduler_runs_worker_lost_total", {"reason": "lease_expiries"}
+    )
+    assert lost == 1.0  # the metric operators alert on
 
     assert receiver.requests == []
     (run,) = await run_rows(container)
@@ -177,3 +188,42 @@ async def test_a_lost_last_attempt_fails_the_run_without_attempt_max_plus_one(
     assert (await schedule_row(container, s.id)).paused_reason == "breaker"  # it counts
     mclock.advance(minutes=5)
     assert await step(d) == 0  # never claimed again
+
+
+async def test_a_lost_run_is_taken_over_in_the_next_claim_whatever_the_backlog(
+    container: Container, uows: SqlUnitOfWorkFactory, mclock: ManualClock, receiver: Receiver
+) -> None:
+    """Runs whose worker died go first (up to a quarter of the claim): a backlog that fills every
+    claim never postpones them, nor their lease-expiry limit. Before, they were taken only with
+    what the live due runs left, so under a sustained backlog never."""
+    s = await add_schedule(container, receiver.url("/ok"))
+    await plan_at_occurrence(uows, mclock, s)
+    async with uows() as uow:
+        (lost,) = await uow.runs.acquire_due_runs("dead:1", mclock(), mclock() + LEASE, 10)
+        await uow.commit()
+    now = mclock() + timedelta(seconds=31)
+    async with container.engine.begin() as conn:  # 50 due runs, more than a claim of 10
+        await conn.execute(
+            sa.insert(runs),
+            [
+                {
+                    "id": f"run_backlog_{i:03d}",
+                    "tenant_id": "tenant-a",
+                    "schedule_id": s.id,
+                    "scheduled_for": now - timedelta(seconds=i),
+                    "trigger": "manual",
+                    "status": "pending",
+                    "attempt_count": 0,
+                    "next_attempt_at": now - timedelta(seconds=i),
+                    "created_at": now,
+                }
+                for i in range(50)
+            ],
+        )
+    async with uows() as uow:
+        claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 10)
+        await uow.commit()
+    assert len(claimed) == 10
+    (taken,) = [r for r in claimed if r.id == lost.id]
+    assert taken.attempt_count == 1  # taken over: the lost attempt counted
+    assert taken.lease_owner == "w:1"

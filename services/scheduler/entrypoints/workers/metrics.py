@@ -42,6 +42,13 @@ class WorkerMetrics:
         self.planned = Counter(
             "scheduler_runs_planned", "Run rows inserted by the planner.", registry=registry
         )
+        self.worker_lost_runs = Counter(
+            "scheduler_runs_worker_lost",
+            "Runs failed worker_lost at take-over: their lease expired the maximum number of times"
+            " (reason=lease_expiries) or the lost attempt was the last one (reason=max_attempts).",
+            ["reason"],
+            registry=registry,
+        )
         # Per tenant (the alert names who to call); only tenants whose breaker tripped appear.
         self.breaker_trips = Counter(
             "scheduler_breaker_trips",
@@ -58,6 +65,9 @@ class WorkerMetrics:
 
     def breaker_tripped(self, tenant_id: str) -> None:
         self.breaker_trips.labels(tenant_id=tenant_id).inc()
+
+    def worker_lost(self, reason: str) -> None:
+        self.worker_lost_runs.labels(reason=reason).inc()
 
     def settled(self, count: int, lost: int) -> None:
         self.settled_runs.inc(count)

@@ -1,5 +1,5 @@
-"""The dispatcher's queries: lease acquisition in lanes (live runs tenant-fair, then the oldest,
-then runs whose worker died, then backfill runs), what an attempt needs of each schedule, the
+"""The dispatcher's queries: lease acquisition in lanes (runs whose worker died, live runs
+tenant-fair, then the oldest, then backfill runs), what an attempt needs of each schedule, the
 overlap check, how long a buffer_one run waits and its wake-up, lease extension, the sleep probe
 and the queue depth."""
 
@@ -34,8 +34,8 @@ from scheduler.domain.run import (
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
-# The tenant-fair claim on PostgreSQL walks at most this many tenants with live pending or
-# retrying runs (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
+# The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
+# (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
 # by the oldest-first fill and, as their runs become the oldest, first in a later claim.
 FAIR_TENANT_SCAN = 1000
 # SQLite (one writer, embedded) ranks tenants within the oldest `limit x 8` live due runs (at
@@ -50,20 +50,24 @@ class Claims(RunSql):
     async def acquire_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]:
-        """Lanes in order: live due runs tenant-fair; the oldest live due runs nobody holds;
-        runs whose worker died; then backfill runs, only with what the claim has left (a
-        backfill never delays a live run)."""
-        claimed = await self._claim(
-            runs.c.id.in_(await self._fair_choice(now, limit)), owner, now, lease_until
-        )
+        """Lanes in order: runs whose worker died (at most a quarter of the claim, so a
+        sustained backlog never postpones them, nor their poison limit); live due runs
+        tenant-fair; the oldest live due runs nobody holds; then backfill runs, only with what
+        the claim has left (a backfill never delays a live run)."""
+        claimed = await self._reclaim_expired(owner, now, lease_until, max(1, limit // 4))
+        if len(claimed) < limit:
+            claimed += await self._claim(
+                runs.c.id.in_(await self._fair_choice(now, limit - len(claimed))),
+                owner,
+                now,
+                lease_until,
+            )
         if len(claimed) < limit:
             # Another replica locked some of the fair choice: fall back to the oldest due runs
             # nobody holds, so replicas never idle while work is due.
             claimed += await self._claim_oldest(
                 LIVE_DUE_SQL, owner, now, lease_until, limit - len(claimed)
             )
-        if len(claimed) < limit:
-            claimed += await self._reclaim_expired(owner, now, lease_until, limit - len(claimed))
         if len(claimed) < limit:
             claimed += await self._claim_oldest(
                 BACKFILL_DUE_SQL, owner, now, lease_until, limit - len(claimed)

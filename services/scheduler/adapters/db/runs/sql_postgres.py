@@ -26,10 +26,13 @@ INDEX_PATHS_ONLY = sa.text(
 # probes of ix_runs_live_due(_tenant), never a scan of the due runs:
 # - `start`: the tenant of the oldest live due run (ix_runs_live_due, one entry), so the walk
 #   below begins with the tenant that waited longest and no tenant waits behind the alphabet;
-# - `tenants`: a loose index scan over the tenants with live pending or retrying runs, from
-#   `start` on in tenant_id order, wrapping round once, at most :scan tenants (one probe each);
-# - `due_tenants`: the first :limit of those with a run due now (one probe each: a scalar
-#   subquery, which the planner cannot turn into a join over every due run as it did EXISTS);
+# - `tenants`: a loose index scan over the tenants with a live run due now, from `start` on in
+#   tenant_id order, wrapping round once, at most :scan tenants (one probe each). Only due
+#   tenants count toward :scan: tenants with only planned-ahead runs or retries still backing
+#   off would otherwise fill it and keep a due tenant sorted after them out of every claim.
+#   Each probe reads the index entries it passes (tenant_id first, next_attempt_at filtered in
+#   the index), so a claim reads the not-yet-due entries between due tenants once;
+# - `due_tenants`: the first :limit of those;
 # - `share`: each due tenant's share of the claim, ceil(:limit / due tenants);
 # - `picks`: up to `share` oldest due runs per due tenant (an index range each), ranked by
 #   turn; `fair` takes turn 1 of every tenant (oldest-waiting tenant first), then turn 2, ...
@@ -49,19 +52,15 @@ tenants(tenant_id, n) AS (
   SELECT nxt.tenant_id, t.n + 1 FROM tenants t CROSS JOIN LATERAL (
     SELECT coalesce(
       (SELECT r.tenant_id FROM runs r WHERE {LIVE_DUE_SQL} AND r.tenant_id > t.tenant_id
-       ORDER BY r.tenant_id LIMIT 1),
-      (SELECT r.tenant_id FROM runs r WHERE {LIVE_DUE_SQL} ORDER BY r.tenant_id LIMIT 1)
+       AND r.next_attempt_at <= :now ORDER BY r.tenant_id LIMIT 1),
+      (SELECT r.tenant_id FROM runs r WHERE {LIVE_DUE_SQL} AND r.next_attempt_at <= :now
+       ORDER BY r.tenant_id LIMIT 1)
     ) AS tenant_id
   ) nxt
   WHERE t.n < :scan AND nxt.tenant_id <> (SELECT tenant_id FROM start)
 ),
 due_tenants AS (
-  SELECT t.tenant_id, t.n FROM tenants t
-  WHERE (
-    SELECT r.next_attempt_at FROM runs r WHERE {LIVE_DUE_SQL} AND r.tenant_id = t.tenant_id
-    ORDER BY r.next_attempt_at LIMIT 1
-  ) <= :now
-  LIMIT :limit
+  SELECT t.tenant_id, t.n FROM tenants t LIMIT :limit
 ),
 share AS (
   SELECT CAST(ceil(CAST(:limit AS numeric) / greatest(count(*), 1)) AS int) AS k
