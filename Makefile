@@ -19,7 +19,9 @@ run: venv
 	$(BIN)/python -m embedded
 
 ## Whole suite. PostgreSQL tests run when TEST_POSTGRES_URL is set (REQUIRE_POSTGRES=1 makes them mandatory).
+## scripts/system-packages installs promtool and Chromium first when missing (apt, as root).
 test: venv
+	scripts/system-packages
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: venv

@@ -5,8 +5,10 @@ the values that reach it here (objects with string keys, strings, 64-bit integer
 booleans, null), except that a float's exponent has no leading zero (`1e-7`, not `1e-07`) —
 the same number. What orjson refuses (integers
 beyond 64 bits, non-string keys) falls back to the standard library, and so do datetimes and
-dataclasses, which the standard library refuses (orjson would write them). NaN and Infinity
-never arrive: the APIs refuse them (`servicekit.jsonvalue`) and jsonb cannot hold them.
+dataclasses, which the standard library refuses (orjson would write them); a value holding a
+lone surrogate (orjson refuses it) is written ASCII-only, its non-ASCII characters escaped.
+NaN and Infinity never arrive: the APIs refuse them (`servicekit.jsonvalue`) and jsonb cannot
+hold them.
 `parse_json` reads with orjson and falls back to the standard library for what orjson refuses
 and it reads (lone surrogate escapes, NaN in text written before the APIs refused it).
 """
@@ -27,7 +29,13 @@ def compact_json(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=_STRICT)
     except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (parse_json reads `"\ud800"` from old text) has no UTF-8: escaped,
+        # as the text it came from was, the JSON stays valid and reads back the same.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def parse_json(text: str | bytes) -> Any:

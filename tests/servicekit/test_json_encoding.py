@@ -59,3 +59,17 @@ def test_parse_reads_back_what_was_written(value: object) -> None:
 def test_parse_reads_what_only_the_standard_library_reads() -> None:
     assert parse_json('"\\ud800"') == "\ud800"  # a lone surrogate escape (SQLite text)
     assert parse_json('{"a": 1.5}') == {"a": 1.5}
+
+
+def test_a_lone_surrogate_read_from_old_text_is_written_back_as_valid_json() -> None:
+    # Before, the fallback's UTF-8 encode raised UnicodeEncodeError: the value parse_json had
+    # just read could not be written again.
+    value = parse_json('{"s": "\\ud800", "é": "ü"}')
+    written = compact_json(value)
+    assert written == b'{"s":"\\ud800","\\u00e9":"\\u00fc"}'  # ASCII only: escaped
+    assert parse_json(written) == value
+    assert json.loads(written) == value
+    # Without a surrogate the fallback still writes non-ASCII as is.
+    assert (
+        compact_json({"big": 2**70, "é": "ü"}) == '{"big":1180591620717411303424,"é":"ü"}'.encode()
+    )

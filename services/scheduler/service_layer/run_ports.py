@@ -163,9 +163,13 @@ class RunRepository(Protocol):
         self, schedule_ids: Sequence[str], now: datetime
     ) -> dict[str, DeliverySpec]: ...
 
-    async def earlier_unfinished(self, runs: Sequence[Run]) -> dict[str, int]:
+    async def earlier_unfinished(
+        self, runs: Sequence[Run], *, lock: bool = False
+    ) -> dict[str, int]:
         """For those runs whose schedule has unfinished runs planned before them: how many
-        (absent: none). overlap_policy skip needs "any"; buffer_one "one" (wait) or "more"."""
+        (absent: none). overlap_policy skip needs "any"; buffer_one "one" (wait) or "more".
+        `lock`: lock those earlier runs against change until commit, waiting for (and then
+        re-reading) a concurrent write of them, so a predecessor settling meanwhile is seen."""
         ...
 
     async def predecessors_next_move(self, runs: Sequence[Run]) -> dict[str, datetime]:

@@ -52,10 +52,12 @@ async def settle_completions(
         done = [c.run for c in kept if c.run.wakes_waiting and c.run.status.is_terminal]
         freed = [r.schedule_id for r in done]
         # A run parked to wait (pending, due again later) whose predecessor finished between its
-        # claim and this write, when that wake-up could not see it: due now as well.
+        # claim and this write, when that wake-up could not see it: due now as well. The
+        # predecessors are locked (PostgreSQL: FOR SHARE), so one settling concurrently is
+        # waited for and re-read: its wake-up ran before our park was visible to it.
         parked = [c.run for c in kept if _parked(c.run, now)]
         if parked:
-            earlier = await uow.runs.earlier_unfinished(parked)
+            earlier = await uow.runs.earlier_unfinished(parked, lock=True)
             freed += [r.schedule_id for r in parked if not earlier.get(r.id)]
         if freed:
             await uow.runs.wake_waiting(freed, now)

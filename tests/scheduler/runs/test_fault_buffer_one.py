@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from aiohttp import web
 
 import webhookdeliver as wd
+from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
@@ -242,6 +244,10 @@ async def test_a_predecessor_finishing_while_the_waiting_run_is_put_back_still_w
     assert (two.status, len(holder.arrived)) == ("succeeded", 2)
 
 
+async def _rows_of(container: Container, schedule_id: str) -> list[sa.Row]:
+    return [r for r in await run_rows(container) if r.schedule_id == schedule_id]
+
+
 async def test_a_predecessor_failed_at_take_over_wakes_the_waiting_run(
     container: Container,
     uows: SqlUnitOfWorkFactory,
@@ -271,16 +277,70 @@ async def test_a_predecessor_failed_at_take_over_wakes_the_waiting_run(
     _, two = await run_rows(container)
     assert (two.status, two.next_attempt_at) == ("pending", t1 + timedelta(seconds=90))
 
-    # One run per claim (a busy claim): 2 (live lane) is claimed before 1 is taken over (the
-    # lane of runs whose worker died), so it parks again behind a run nobody will finish.
+    # A busy claim: another dead worker's run (lease ended earlier) fills the claim's share of
+    # runs whose worker died (a quarter of 4: one), so 2 (live lane) is claimed before 1 is
+    # taken over, and parks again behind a run nobody will finish.
+    other = await add_schedule(container, receiver.url("/ok"), name="yearly", cron="0 0 1 1 *")
+    async with container.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(runs).values(
+                id="run_other_lost",
+                tenant_id=other.tenant_id,
+                schedule_id=other.id,
+                scheduled_for=t1,
+                trigger="manual",
+                status="in_progress",
+                attempt_count=0,
+                next_attempt_at=t1,
+                lease_owner="dead:0",
+                lease_expires_at=t1 + timedelta(seconds=80),
+                created_at=t1,
+            )
+        )
     mclock.set(t1 + timedelta(seconds=91))
-    one_at_a_time = make_dispatcher(container, uows, deliverer, lease_seconds=30, claim_batch=1)
-    assert await step(one_at_a_time) == 1
-    _, two = await run_rows(container)
+    busy = make_dispatcher(container, uows, deliverer, lease_seconds=30, claim_batch=4)
+    assert await step(busy) == 2  # the other lost run, and 2
+    _, two = await _rows_of(container, s.id)
     assert (two.status, two.next_attempt_at) == ("pending", mclock() + timedelta(seconds=60))
-    assert await step(one_at_a_time) == 1  # 1 taken over and failed: 2 woken
-    assert await step(one_at_a_time) == 1  # 2 attempted now, not 60 s later
-    one, two = await run_rows(container)
+    assert await step(busy) == 1  # 1 taken over and failed: 2 woken
+    assert await step(busy) == 1  # 2 attempted now, not 60 s later
+    one, two = await _rows_of(container, s.id)
     assert (one.status, two.status) == ("failed", "succeeded")
     assert two.started_at == mclock()
-    assert [r.headers["X-Webhook-Id"] for r in receiver.requests] == [two.id]
+    sent = [r.headers["X-Webhook-Id"] for r in receiver.requests]
+    assert [i for i in sent if i != "run_other_lost"] == [two.id]
+
+
+@pytest.mark.postgres
+async def test_a_predecessor_settling_concurrently_is_waited_for_by_the_parked_check(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    holder: HoldFirst,
+    deliverer: wd.Deliverer,
+) -> None:
+    """READ COMMITTED: 1's settle has written 1 finished (uncommitted) and its wake-up saw 2
+    still claimed; 2's settle then parks 2. Its check of 1 must wait for 1's commit and re-read
+    1 (FOR SHARE), so 2 is due now. Before, the check read 1's old row (in_progress), and 2
+    stayed parked for the 60 s recheck with nobody left to wake it."""
+    if container.engine.dialect.name != "postgresql":
+        pytest.skip("READ COMMITTED races: PostgreSQL (SQLite has one writer)")
+    holding, _ = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
+    other = make_dispatcher(container, uows, deliverer, lease_seconds=30)
+    assert (await other.pump())[0] == 1  # occurrence 2 claimed to wait; not written back yet
+    one, two = await run_rows(container)
+    async with container.engine.connect() as settling_one:  # 1's settle, mid-transaction
+        await settling_one.execute(
+            sa.update(runs)
+            .where(runs.c.id == one.id)
+            .values(status="succeeded", finished_at=mclock(), lease_owner=None)
+        )
+        parking = asyncio.create_task(other.write_once())
+        await asyncio.sleep(0.5)
+        assert not parking.done()  # waits for 1's settle instead of reading its old row
+        await settling_one.commit()
+    await asyncio.wait_for(parking, timeout=30)
+    _, two = await run_rows(container)
+    assert (two.status, two.next_attempt_at) == ("pending", mclock())
+    holder.release.set()
+    await holding.drain()  # 1's own write finds its lease gone: dropped

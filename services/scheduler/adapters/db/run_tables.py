@@ -12,8 +12,10 @@ Index choices (every hot query is O(rows it returns), never O(table)):
   the tenant whose run waited longest) and the sleep probe; `ix_runs_backfill_due`
   (next_attempt_at) WHERE BACKFILL_DUE_SQL: the lower-priority lane.
 - `ix_runs_lease` (lease_expires_at) WHERE status = 'in_progress': runs whose worker died.
-- `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages and the
-  overlap check ("is an earlier run of this schedule unfinished").
+- `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages.
+- `ix_runs_schedule_unfinished` (schedule_id, scheduled_for) WHERE UNFINISHED_LIVE_SQL
+  (migration 0009): the overlap checks ("is an earlier run of this schedule unfinished"), a few
+  entries per schedule whatever its history.
 - `ix_runs_tenant_scheduled` (tenant_id, scheduled_for), beside the tenant tables
   (`tenant_store.py`): the daily quota count and the tenant-wide history
   (`GET /v1/schedules/-/runs`), read newest first.
@@ -32,6 +34,9 @@ from scheduler.adapters.db.tables import metadata
 from scheduler.adapters.db.types import JSONText, UTCDateTime
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
+# The overlap checks' runs: unfinished and not backfill runs (a backfill never holds up a live
+# occurrence). Unqualified names: use it where `runs` (or its alias) is the only FROM.
+UNFINISHED_LIVE_SQL = f"{UNFINISHED_SQL} AND trigger <> 'backfill'"
 LIVE_DUE_SQL = "status IN ('pending', 'retrying') AND trigger <> 'backfill'"
 BACKFILL_DUE_SQL = "status IN ('pending', 'retrying') AND trigger = 'backfill'"
 BACKFILL_SQL = "trigger = 'backfill'"
@@ -111,6 +116,13 @@ sa.Index(
     sqlite_where=sa.text(LEASED_SQL),
 )
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
+sa.Index(
+    "ix_runs_schedule_unfinished",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    postgresql_where=sa.text(UNFINISHED_LIVE_SQL),
+    sqlite_where=sa.text(UNFINISHED_LIVE_SQL),
+)
 sa.Index(
     "ix_runs_tenant_failed",
     runs.c.tenant_id,

@@ -15,6 +15,7 @@ from scheduler.adapters.db.run_tables import (
     BACKFILL_DUE_SQL,
     LEASED_SQL,
     LIVE_DUE_SQL,
+    UNFINISHED_LIVE_SQL,
     delivery_attempts,
     runs,
 )
@@ -29,7 +30,6 @@ from scheduler.domain.run import (
     LOST_ATTEMPT_MESSAGE,
     Run,
     RunStatus,
-    Trigger,
 )
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
@@ -43,7 +43,6 @@ FAIR_TENANT_SCAN = 1000
 FAIR_WINDOW_FACTOR = 8
 FAIR_WINDOW_MIN = 200
 FAIR_WINDOW_MAX = 2000
-_UNFINISHED = (RunStatus.PENDING, RunStatus.IN_PROGRESS, RunStatus.RETRYING)
 
 
 class Claims(RunSql):
@@ -244,10 +243,12 @@ class Claims(RunSql):
             )
         return out
 
-    async def earlier_unfinished(self, candidates: Sequence[Run]) -> dict[str, int]:
+    async def earlier_unfinished(
+        self, candidates: Sequence[Run], *, lock: bool = False
+    ) -> dict[str, int]:
         """Counted up to 2 (all the overlap policies tell apart), each an index range of
-        ix_runs_schedule_history. Backfill runs never count: a backfill never holds up a live
-        occurrence."""
+        ix_runs_schedule_unfinished (its predicate as literal SQL, so even a generic plan can
+        use it). Backfill runs never count: a backfill never holds up a live occurrence."""
         if not candidates:
             return {}
         r = runs.alias("r")
@@ -256,14 +257,18 @@ class Claims(RunSql):
             sa.select(e.c.id)
             .where(e.c.schedule_id == r.c.schedule_id)
             .where(e.c.scheduled_for < r.c.scheduled_for)
-            .where(e.c.status.in_([s.value for s in _UNFINISHED]))
-            .where(e.c.trigger != Trigger.BACKFILL.value)
+            .where(sa.text(UNFINISHED_LIVE_SQL))  # e's: the only FROM
             .where(e.c.id != r.c.id)
             .limit(2)
             .correlate(r)
-            .subquery("earlier")
         )
-        count = sa.select(sa.func.count()).select_from(earlier).scalar_subquery()
+        if lock and self.is_postgres:
+            # FOR SHARE under READ COMMITTED: a predecessor another transaction is settling is
+            # waited for and re-checked on its newest version (SQLite: one writer at a time).
+            earlier = earlier.with_for_update(read=True, of=e)
+        count = (
+            sa.select(sa.func.count()).select_from(earlier.subquery("earlier")).scalar_subquery()
+        )
         q = sa.select(r.c.id, count.label("n")).where(self._in(r.c.id, [c.id for c in candidates]))
         return {row.id: int(row.n) for row in await self.conn.execute(q) if row.n}
 
@@ -282,8 +287,7 @@ class Claims(RunSql):
             sa.select(moves.label("at"))
             .where(e.c.schedule_id == r.c.schedule_id)
             .where(e.c.scheduled_for < r.c.scheduled_for)
-            .where(e.c.status.in_([s.value for s in _UNFINISHED]))
-            .where(e.c.trigger != Trigger.BACKFILL.value)
+            .where(sa.text(UNFINISHED_LIVE_SQL))  # e's: the only FROM
             .where(e.c.id != r.c.id)
             .limit(2)
             .correlate(r)

@@ -8,12 +8,12 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import UNFINISHED_SQL, runs
+from scheduler.adapters.db.run_tables import UNFINISHED_LIVE_SQL, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
 from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
 from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
-from scheduler.domain.run import Run, Trigger
+from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
 
@@ -71,8 +71,8 @@ class PlannerQueries(RunSql):
         q = (
             sa.select(runs.c.schedule_id)
             .where(self._in(runs.c.schedule_id, list(schedule_ids)))
-            .where(sa.text(UNFINISHED_SQL))
-            .where(runs.c.trigger != Trigger.BACKFILL.value)  # a backfill never holds up a plan
+            # ix_runs_schedule_unfinished (a backfill never holds up a plan)
+            .where(sa.text(UNFINISHED_LIVE_SQL))
             .distinct()
         )
         return {r[0] for r in await self.conn.execute(q)}

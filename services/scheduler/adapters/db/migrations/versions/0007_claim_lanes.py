@@ -66,6 +66,12 @@ def downgrade() -> None:
     op.drop_index("ix_runs_backfill_due", "runs")
     op.drop_index("ix_runs_live_due_tenant", "runs")
     op.drop_index("ix_runs_live_due", "runs")
-    op.execute("DELETE FROM runs WHERE trigger = 'backfill'")  # no backfill before 0007
+    # No backfill before 0007: its runs go, their attempts first (nothing else would delete
+    # them: retention deletes attempts with their run). Outbox rows are events, not run rows: kept.
+    op.execute(
+        "DELETE FROM delivery_attempts"
+        " WHERE run_id IN (SELECT id FROM runs WHERE trigger = 'backfill')"
+    )
+    op.execute("DELETE FROM runs WHERE trigger = 'backfill'")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("backfill_id")
