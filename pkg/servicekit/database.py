@@ -24,7 +24,7 @@ database errors without their driver messages too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,11 @@ class DatabaseBounds:
         )
         if min(server) < 0:
             raise ValueError("server-side timeouts must be >= 0")
+
+    @classmethod
+    def of(cls, settings: object) -> DatabaseBounds:
+        """From a service's settings, whose fields are these names prefixed `db_`."""
+        return cls(**{f.name: getattr(settings, f"db_{f.name}") for f in fields(cls)})
 
     def for_migrations(self) -> DatabaseBounds:
         """Migrations keep the connect, lock and checkout bounds but may run long statements."""

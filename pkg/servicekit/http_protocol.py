@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import h11
@@ -49,6 +49,11 @@ class HttpLimits:
     keep_alive_seconds: float = 5.0
     max_connections: int = 2048
     backlog: int = 2048
+
+    @classmethod
+    def of(cls, settings: object) -> HttpLimits:
+        """From a service's settings, whose fields are these names prefixed `http_`."""
+        return cls(**{f.name: getattr(settings, f"http_{f.name}") for f in fields(cls)})
 
 
 class DeadlineH11Protocol(H11Protocol):

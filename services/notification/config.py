@@ -124,23 +124,10 @@ class NotificationSettings(BaseSettings):
     dev: bool = False
 
     def http_limits(self) -> HttpLimits:
-        return HttpLimits(
-            header_timeout_seconds=self.http_header_timeout_seconds,
-            body_timeout_seconds=self.http_body_timeout_seconds,
-            keep_alive_seconds=self.http_keep_alive_seconds,
-            max_connections=self.http_max_connections,
-            backlog=self.http_backlog,
-        )
+        return HttpLimits.of(self)
 
     def database_bounds(self) -> DatabaseBounds:
-        return DatabaseBounds(
-            connect_timeout_seconds=self.db_connect_timeout_seconds,
-            command_timeout_seconds=self.db_command_timeout_seconds,
-            statement_timeout_seconds=self.db_statement_timeout_seconds,
-            lock_timeout_seconds=self.db_lock_timeout_seconds,
-            idle_in_transaction_timeout_seconds=self.db_idle_in_transaction_timeout_seconds,
-            pool_timeout_seconds=self.db_pool_timeout_seconds,
-        )
+        return DatabaseBounds.of(self)
 
     def event_topic_list(self) -> list[str]:
         return [t.strip() for t in self.event_topics.split(",") if t.strip()]

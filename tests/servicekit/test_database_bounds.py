@@ -73,3 +73,27 @@ def test_both_services_read_the_bounds_from_their_settings(
     assert SchedulerSettings().database_bounds().pool_timeout_seconds == (
         DatabaseBounds().pool_timeout_seconds
     )
+
+
+def test_every_bound_and_http_limit_is_a_setting_of_both_services(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`DatabaseBounds.of` / `HttpLimits.of` read `db_<field>` / `http_<field>`: a bound added to
+    either dataclass without its setting in both services fails here, not at a pod's start."""
+    from dataclasses import fields
+
+    from servicekit.http_protocol import HttpLimits
+
+    for prefix in ("SCHEDULER", "NOTIFICATION"):
+        for i, f in enumerate(fields(DatabaseBounds)):
+            monkeypatch.setenv(f"{prefix}_DB_{f.name.upper()}", str(1 + i))
+        for i, f in enumerate(fields(HttpLimits)):
+            monkeypatch.setenv(f"{prefix}_HTTP_{f.name.upper()}", str(100 + i))
+    for settings in (SchedulerSettings(), NotificationSettings()):
+        bounds, limits = settings.database_bounds(), settings.http_limits()
+        assert [getattr(bounds, f.name) for f in fields(bounds)] == [
+            1 + i for i in range(len(fields(bounds)))
+        ]
+        assert [getattr(limits, f.name) for f in fields(limits)] == [
+            100 + i for i in range(len(fields(limits)))
+        ]

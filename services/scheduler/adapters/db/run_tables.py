@@ -31,7 +31,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from scheduler.adapters.db.tables import metadata
-from scheduler.adapters.db.types import JSONText, UTCDateTime
+from scheduler.adapters.db.types import JSONText, UTCDateTime, partial_index
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
 # The overlap checks' runs: unfinished and not backfill runs (a backfill never holds up a live
@@ -72,72 +72,51 @@ runs = sa.Table(
     # The backfill request a backfill run belongs to (migration 0007); null on other runs.
     sa.Column("backfill_id", sa.String(40), nullable=True),
 )
-sa.Index(
+partial_index(
     "uq_runs_planned_occurrence",
     runs.c.schedule_id,
     runs.c.scheduled_for,
+    where=PLANNED_SQL,
     unique=True,
-    postgresql_where=sa.text(PLANNED_SQL),
-    sqlite_where=sa.text(PLANNED_SQL),
 )
-sa.Index(
+partial_index(
     "uq_runs_backfill_occurrence",
     runs.c.schedule_id,
     runs.c.scheduled_for,
     runs.c.backfill_id,
+    where=BACKFILL_SQL,
     unique=True,
-    postgresql_where=sa.text(BACKFILL_SQL),
-    sqlite_where=sa.text(BACKFILL_SQL),
 )
-sa.Index(
-    "ix_runs_live_due",
-    runs.c.next_attempt_at,
-    postgresql_where=sa.text(LIVE_DUE_SQL),
-    sqlite_where=sa.text(LIVE_DUE_SQL),
-)
-sa.Index(
+partial_index("ix_runs_live_due", runs.c.next_attempt_at, where=LIVE_DUE_SQL)
+partial_index(
     "ix_runs_live_due_tenant",
     runs.c.tenant_id,
     runs.c.next_attempt_at,
     runs.c.id,
-    postgresql_where=sa.text(LIVE_DUE_SQL),
-    sqlite_where=sa.text(LIVE_DUE_SQL),
+    where=LIVE_DUE_SQL,
 )
-sa.Index(
-    "ix_runs_backfill_due",
-    runs.c.next_attempt_at,
-    postgresql_where=sa.text(BACKFILL_DUE_SQL),
-    sqlite_where=sa.text(BACKFILL_DUE_SQL),
-)
-sa.Index(
-    "ix_runs_lease",
-    runs.c.lease_expires_at,
-    postgresql_where=sa.text(LEASED_SQL),
-    sqlite_where=sa.text(LEASED_SQL),
-)
+partial_index("ix_runs_backfill_due", runs.c.next_attempt_at, where=BACKFILL_DUE_SQL)
+partial_index("ix_runs_lease", runs.c.lease_expires_at, where=LEASED_SQL)
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
-sa.Index(
+partial_index(
     "ix_runs_schedule_unfinished",
     runs.c.schedule_id,
     runs.c.scheduled_for,
-    postgresql_where=sa.text(UNFINISHED_LIVE_SQL),
-    sqlite_where=sa.text(UNFINISHED_LIVE_SQL),
+    where=UNFINISHED_LIVE_SQL,
 )
-sa.Index(
+partial_index(
     "ix_runs_tenant_failed",
     runs.c.tenant_id,
     runs.c.scheduled_for,
     runs.c.id,
-    postgresql_where=sa.text(FAILED_SQL),
-    sqlite_where=sa.text(FAILED_SQL),
+    where=FAILED_SQL,
 )
-sa.Index(
+partial_index(
     "ix_runs_schedule_failed",
     runs.c.schedule_id,
     runs.c.scheduled_for,
     runs.c.id,
-    postgresql_where=sa.text(FAILED_SQL),
-    sqlite_where=sa.text(FAILED_SQL),
+    where=FAILED_SQL,
 )
 
 delivery_attempts = sa.Table(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.types import JSONText, UTCDateTime
+from scheduler.adapters.db.types import JSONText, UTCDateTime, partial_index
 
 metadata = sa.MetaData()
 
@@ -52,12 +52,7 @@ schedules = sa.Table(
     sa.Column("planned_runs", sa.Integer(), nullable=False, server_default="0"),
 )
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
-sa.Index(
-    "ix_schedules_due",
-    schedules.c.next_run_at,
-    postgresql_where=sa.text(ACTIVE_LIVE_SQL),
-    sqlite_where=sa.text(ACTIVE_LIVE_SQL),
-)
+partial_index("ix_schedules_due", schedules.c.next_run_at, where=ACTIVE_LIVE_SQL)
 sa.Index("ix_schedules_tenant_order", schedules.c.tenant_id, schedules.c.created_at, schedules.c.id)
 
 idempotency_keys = sa.Table(

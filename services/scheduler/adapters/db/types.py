@@ -63,3 +63,15 @@ class JSONText(TypeDecorator[Any]):
         if value is None:
             return None
         return parse_json(value)
+
+
+def partial_index(name: str, *columns: Any, where: str, unique: bool = False) -> sa.Index:
+    """An index over the rows matching `where` on both dialects (the queries that use it must
+    repeat the predicate's text, which is why each predicate is a named constant)."""
+    return sa.Index(
+        name,
+        *columns,
+        unique=unique,
+        postgresql_where=sa.text(where),
+        sqlite_where=sa.text(where),
+    )
