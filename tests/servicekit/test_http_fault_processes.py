@@ -312,16 +312,24 @@ async def test_past_the_connection_cap_clients_get_503_and_descriptors_last(
     async with running(service, tmp_path, nofile=512) as [proc]:
         assert proc.proc is not None
         fd_dir = Path(f"/proc/{proc.proc.pid}/fd")
+        started = time.monotonic()
         conns = [await asyncio.open_connection("127.0.0.1", proc.port) for _ in range(700)]
         answers = await asyncio.gather(
             *(asyncio.wait_for(_read_or_reset(r), READ_TIMEOUT_SECONDS + 10) for r, _ in conns)
         )
+        # A held connection frees its slot when it times out, so a flood the server accepts more
+        # slowly than the read timeout (a loaded machine) is admitted in several generations of
+        # at most the cap (192 here; 256 with slack) each: never more than that at once.
+        # The last generation's answers come one timeout after it was admitted.
+        admitting = max(0.0, time.monotonic() - started - READ_TIMEOUT_SECONDS)
+        generations = 1 + int(admitting / READ_TIMEOUT_SECONDS)
         descriptors = len(list(fd_dir.iterdir()))
         for _, w in conns:
             w.close()
         refused = sum(a.startswith(b"HTTP/1.1 503 ") for a in answers)
         timed_out = sum(a.startswith(b"HTTP/1.1 408 ") for a in answers)
-        assert refused >= 700 - 256, (refused, timed_out)
+        assert refused > 0, (refused, timed_out)
+        assert timed_out <= 256 * generations, (refused, timed_out, generations)
         assert refused + timed_out == 700, answers[:3]
         assert descriptors < 512
         assert await proc.status("/healthz") == 200
