@@ -58,6 +58,7 @@ from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
 from servicekit import event_loop
+from servicekit.gc_tuning import freeze_startup_heap
 from webhookdeliver import sign
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
@@ -636,6 +637,7 @@ async def _worker(db: str, concurrency: int, profile: bool) -> None:
             planner=False,
         ),
     )
+    freeze_startup_heap()  # as the worker entrypoints do
     print("ready", flush=True)
     if (await asyncio.to_thread(sys.stdin.readline)).strip() != "go":
         await c.aclose()
@@ -694,9 +696,26 @@ def run(quick: bool) -> dict[str, Any]:
     return asyncio.run(_run(quick))
 
 
+async def _versus_only(rounds: int) -> dict[str, Any]:
+    """`python -m bench.dispatch_bench --versus [ROUNDS]`: the versus_pgqueuer phase alone (for
+    measuring one lever at a time; `make bench` runs it as part of the whole)."""
+    async with _receiver() as url, _databases() as dbs:
+        backend, db = dbs[0]
+        if backend != "postgres":
+            raise SystemExit("--versus needs BENCH_POSTGRES_URL or TEST_POSTGRES_URL")
+        await upgrade(db)
+        c = _container(db)
+        try:
+            return await _versus_pgqueuer(c, db, url, rounds=rounds)
+        finally:
+            await c.aclose()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         # The loop every entrypoint runs on (uvloop where installed), as the worker would.
         event_loop.run(_worker(sys.argv[2], int(sys.argv[3]), "--profile" in sys.argv[4:]))
+    elif sys.argv[1:2] == ["--versus"]:
+        print(json.dumps(asyncio.run(_versus_only(int((sys.argv[2:] or ["3"])[0]))), indent=2))
     else:
         print(json.dumps(run("--quick" in sys.argv), indent=2))

@@ -3,19 +3,32 @@
 Both clients hit the same loopback aiohttp receiver (in this process), with the same
 concurrency and the same keep-alive pool limits, alternating rounds so machine noise hits both;
 compare the ratio, not the absolute figures.
+
+`cpu_per_attempt` is issue 13's figure: process CPU (time.process_time) per POST on the workers'
+loop (servicekit.event_loop: uvloop where installed) at concurrency 64, against a receiver in
+another process (so only the client's CPU counts), for `Deliverer.deliver` and for a
+hand-written aiohttp POST of the same headers (signed inline from one message);
+`deliverer_extra_us` is what the deliverer costs on top.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
+import socket
 import statistics
+import subprocess
+import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 import webhookdeliver as wd
+from servicekit import event_loop
 
 BODY = b'{"schedule_id":"sch_bench","payload":"' + b"x" * 200 + b'"}'
 CONCURRENCY = 50
@@ -105,6 +118,125 @@ async def _measure(n: int, rounds: int) -> dict[str, Any]:
     }
 
 
+CPU_CONCURRENCY = 64
+CPU_RECEIVER = """
+import sys
+from aiohttp import web
+async def ok(request):
+    await request.read()
+    return web.Response(text="ok")
+app = web.Application()
+app.router.add_post("/{tail:.*}", ok)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+async def _cpu_drive(n: int, one: Any) -> float:
+    """Process CPU microseconds per call of `one(i)` over n calls, CPU_CONCURRENCY at a time."""
+    calls = iter(range(n))
+
+    async def worker() -> None:
+        for i in calls:
+            await one(i)
+
+    started = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(CPU_CONCURRENCY)))
+    return (time.process_time() - started) / n * 1e6
+
+
+async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    receiver = subprocess.Popen([sys.executable, "-c", CPU_RECEIVER, str(port)])
+    url = f"http://127.0.0.1:{port}/hook"
+    secret = wd.generate_secret()
+    x_key, std_key = secret.encode(), base64.b64decode(secret.removeprefix("whsec_"))
+    at = datetime.now(UTC)
+    limit = CPU_CONCURRENCY
+    deliverer = wd.Deliverer(
+        allow_private_networks=True, connector_limit=limit, connector_limit_per_host=limit
+    )
+    raw = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit))
+    timeout = aiohttp.ClientTimeout(total=10)
+
+    async def via_deliverer(i: int) -> None:
+        result = await deliverer.deliver(
+            wd.Delivery(
+                url=url,
+                body=b'{"i":%d}' % i,
+                secrets=[secret],
+                webhook_id=f"run_{i}",
+                event_type="schedule.triggered",
+                attempt=1,
+                context_headers=wd.occurrence_headers(
+                    schedule_id="sch_bench", scheduled_for=at, trigger="schedule"
+                ),
+            )
+        )
+        assert result.ok, result
+
+    async def via_raw(i: int) -> None:
+        body, webhook_id, ts = b'{"i":%d}' % i, f"run_{i}", str(int(time.time()))
+        message = f"{webhook_id}.{ts}.".encode() + body
+        headers = {
+            "X-Schedule-Id": "sch_bench",
+            "X-Scheduled-For": at.isoformat().replace("+00:00", "Z"),
+            "X-Trigger": "schedule",
+            "Content-Type": "application/json",
+            "User-Agent": wd.DEFAULT_USER_AGENT,
+            "Accept-Encoding": "identity",
+            "X-Webhook-Id": webhook_id,
+            "X-Timestamp": ts,
+            "X-Signature": "sha256=" + hmac.digest(x_key, message, "sha256").hex(),
+            "X-Event-Type": "schedule.triggered",
+            "X-Attempt": "1",
+            "webhook-id": webhook_id,
+            "webhook-timestamp": ts,
+            "webhook-signature": "v1,"
+            + base64.b64encode(hmac.digest(std_key, message, "sha256")).decode(),
+        }
+        async with raw.post(
+            url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+        ) as r:
+            await r.read()
+            assert r.status == 200
+
+    delivered: list[float] = []
+    plain: list[float] = []
+    try:
+        for _ in range(100):  # the receiver process is up once it answers
+            try:
+                await via_raw(0)
+                break
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.05)
+        await _cpu_drive(min(n, 300), via_deliverer)  # warm both pools
+        await _cpu_drive(min(n, 300), via_raw)
+        for r in range(rounds):  # interleaved, alternating who goes first
+            if r % 2:
+                plain.append(await _cpu_drive(n, via_raw))
+            delivered.append(await _cpu_drive(n, via_deliverer))
+            if not r % 2:
+                plain.append(await _cpu_drive(n, via_raw))
+    finally:
+        await deliverer.close()
+        await raw.close()
+        receiver.terminate()
+        receiver.wait()
+    d, p = statistics.median(delivered), statistics.median(plain)
+    return {
+        "deliverer_us": round(d, 1),
+        "raw_aiohttp_us": round(p, 1),
+        "deliverer_extra_us": round(d - p, 1),
+        "deliverer_rounds_us": [round(x, 1) for x in delivered],
+        "raw_aiohttp_rounds_us": [round(x, 1) for x in plain],
+        "posts_per_round": n,
+        "concurrency": CPU_CONCURRENCY,
+        "event_loop": event_loop.loop_name(),
+    }
+
+
 def _sign_us_per_op(iterations: int) -> float:
     body = b"x" * 1024
     secret = wd.generate_secret()
@@ -117,6 +249,8 @@ def _sign_us_per_op(iterations: int) -> float:
 def run(quick: bool) -> dict[str, Any]:
     n, rounds = (500, 1) if quick else (3000, 3)
     result = asyncio.run(_measure(n, rounds))
+    cpu_n, cpu_rounds = (1000, 2) if quick else (6000, 5)
+    result["cpu_per_attempt"] = event_loop.run(_cpu_per_attempt(cpu_n, cpu_rounds))
     result.update(
         {
             "requests_per_round": n,

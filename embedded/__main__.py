@@ -40,6 +40,7 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
+from servicekit.gc_tuning import freeze_startup_heap
 from servicekit.http_server import http_server
 from servicekit.logging import configure_logging
 
@@ -202,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"embedded: {exc}", file=sys.stderr)
         return 2
     text = banner(dev_token(built), args.scheduler_port, args.notification_port, args.console_port)
+    freeze_startup_heap()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             serve_all(

@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 SQLITE_BUSY_SECONDS = 30.0
 """How long a SQLite connection waits for another writer's lock before "database is locked"."""
@@ -146,3 +146,19 @@ def create_bounded_engine(
             cursor.close()
 
     return engine
+
+
+async def asyncpg_connection(conn: AsyncConnection) -> Any:
+    """The asyncpg connection under `conn` (PostgreSQL on asyncpg), inside `conn`'s transaction.
+
+    The dispatchers' hot statements go to asyncpg directly: its prepared-statement cache, no
+    SQLAlchemy compile, parameter or row processing per call. They run in the unit of work's
+    transaction like its other statements: SQLAlchemy begins its asyncpg transaction at the
+    first statement it executes, so one not begun yet is begun here (the same BEGIN, at the
+    connection's isolation level), and commit, rollback and the bounds (`command_timeout`, the
+    server-side timeouts) apply to them unchanged."""
+    raw = await conn.get_raw_connection()
+    adapted: Any = raw.dbapi_connection
+    if conn.in_transaction() and getattr(adapted, "_transaction", None) is None:
+        await adapted._start_transaction()  # what SQLAlchemy's asyncpg adapter does lazily
+    return raw.driver_connection

@@ -1,12 +1,14 @@
 """uvloop where it is installed, else asyncio's own loop: `run(main())` for `asyncio.run(main())`.
 
 uvloop (libuv) runs the same asyncio programs with less CPU per callback and socket call. The
-dispatch benchmark's worker runs on it (pgqueuer's baseline does too). The services' entrypoints
-stay on the stock loop: under uvloop the HTTP servers' accept-time connection cap
-(servicekit/http_protocol.py) answers 503 to far fewer of a flood of connections, the rest
-wait in the listen backlog until they time out (tests/servicekit/test_http_fault_processes.py,
-run with TEST_EVENT_LOOP=uvloop, fails). `SERVICE_EVENT_LOOP=asyncio` picks the stock loop here
-too.
+worker-only processes run on it (`python -m scheduler.entrypoints.workers`, `scheduler serve
+--role worker`), and so do the dispatch benchmark's worker and pgqueuer's baseline. Processes
+that serve a public API stay on the stock loop: under uvloop the HTTP servers' accept-time
+connection cap (servicekit/http_protocol.py) answers 503 to far fewer of a flood of
+connections, the rest wait in the listen backlog until they time out
+(tests/servicekit/test_http_fault_processes.py, run with TEST_EVENT_LOOP=uvloop, fails); a
+worker's port serves only /healthz, /readyz and /metrics to the cluster.
+`SERVICE_EVENT_LOOP=asyncio` picks the stock loop here too.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
 from servicekit.errors import is_transient
+from servicekit.slots import Slots
 from servicekit.worker import Step, WorkerLoop
 
 __all__ = [
@@ -221,8 +222,8 @@ class LeasedPipeline(Generic[T, C]):
         self._writing: list[_Done[C]] = []  # the batch being written, kept across a retry
         self._writer_closing = False
         self._wake = asyncio.Event()
-        self._slots = asyncio.Semaphore(self.settings.concurrency)
-        self._key_slots: dict[str, asyncio.Semaphore] = {}
+        self._slots = Slots(self.settings.concurrency)
+        self._key_slots: dict[str, Slots] = {}
         self._key_users: dict[str, int] = {}
         self._stopping = False
         # The loops of run(); a pipeline driven step by step (tests) has none.
@@ -312,7 +313,7 @@ class LeasedPipeline(Generic[T, C]):
         key = lease.key
         key_slot = self._key_slots.get(key)
         if key_slot is None:
-            key_slot = self._key_slots[key] = asyncio.Semaphore(self.settings.per_key_limit)
+            key_slot = self._key_slots[key] = Slots(self.settings.per_key_limit)
         self._key_users[key] = self._key_users.get(key, 0) + 1
         try:
             async with key_slot, self._slots:

@@ -15,4 +15,3 @@ def format_utc(value: datetime) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"timestamps need a UTC offset, got naive {value!r}")
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-

@@ -52,6 +52,9 @@ MAX_TIMEOUT_SECONDS: Final = 300.0
 CHECKED_URL_CACHE_SIZE: Final = 4096  # distinct target URLs whose static check is remembered
 _READ_CHUNK: Final = 65536
 
+# The default of both header fields: one shared read-only empty mapping.
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
+
 # (host, port, vetted addresses) of the delivery running in the current task.
 _PIN: contextvars.ContextVar[tuple[str, int, tuple[str, ...]] | None] = contextvars.ContextVar(
     "webhookdeliver_pin", default=None
@@ -68,9 +71,9 @@ class Delivery:
     webhook_id: str
     event_type: str
     attempt: int
-    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
     timeout_seconds: float = 10.0  # whole attempt incl. DNS and body; clamped to 300 s
-    context_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    context_headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
     """Ours, unsigned, beside the signed set: e.g. `occurrence_headers(...)` of a scheduler run."""
 
     def __post_init__(self) -> None:
@@ -79,9 +82,11 @@ class Delivery:
             raise ValueError("a delivery needs at least one signing secret")
         if self.attempt < 1:
             raise ValueError("attempt is 1-based")
-        for name, value in (("webhook_id", self.webhook_id), ("event_type", self.event_type)):
-            if not value or not value.isprintable() or len(value) > 256:
-                raise ValueError(f"{name} must be 1..256 printable characters")
+        webhook_id, event_type = self.webhook_id, self.event_type
+        if not webhook_id or not webhook_id.isprintable() or len(webhook_id) > 256:
+            raise ValueError("webhook_id must be 1..256 printable characters")
+        if not event_type or not event_type.isprintable() or len(event_type) > 256:
+            raise ValueError("event_type must be 1..256 printable characters")
         if not self.timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
         check_context_headers(self.context_headers)
@@ -292,7 +297,7 @@ class Deliverer:
                 ok=kind is None,
                 status_code=status,
                 error_kind=kind,
-                error_message=bound_error_message(message),
+                error_message=bound_error_message(message) if message else None,
                 duration_ms=(time.perf_counter() - started) * 1000.0,
                 response_excerpt=excerpt,
                 retryable=retryable,
@@ -331,13 +336,15 @@ class Deliverer:
                 ) as response:
                     stage = "response"
                     status = response.status
-                    retry_after = parse_retry_after(
-                        response.headers.get("Retry-After"), now=self._clock()
-                    )
+                    retry_at = response.headers.get("Retry-After")
+                    if retry_at is not None:
+                        retry_after = parse_retry_after(retry_at, now=self._clock())
                     body, truncated = await self._read_bounded(response)
                     if truncated:
                         response.close()  # unread bytes remain: never pool this connection
-                    excerpt = bound_excerpt(body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace"))
+                    text = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
+                    # ASCII text of at most MAX_EXCERPT_BYTES characters is already in bounds.
+                    excerpt = (text or None) if text.isascii() else bound_excerpt(text)
         except _Refused as exc:
             return result(exc.kind, exc.message, exc.kind != "ssrf_blocked")
         except TimeoutError:
@@ -391,12 +398,15 @@ class Deliverer:
     async def _read_bounded(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
         """Read at most `max_response_bytes`; True when more was left unread."""
         limit = self._max_response_bytes
+        content = response.content
         chunks: list[bytes] = []
         size = 0
         while size < limit:
-            chunk = await response.content.read(min(_READ_CHUNK, limit - size))
+            chunk = await content.read(min(_READ_CHUNK, limit - size))
             if not chunk:
                 return b"".join(chunks), False
             chunks.append(chunk)
             size += len(chunk)
-        return b"".join(chunks), not response.content.at_eof()
+            if content.at_eof():  # all of it arrived: no second read just to see the end
+                return b"".join(chunks), False
+        return b"".join(chunks), not content.at_eof()

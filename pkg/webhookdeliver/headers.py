@@ -9,7 +9,7 @@ from typing import Final
 
 from servicekit.text import header_value_problem, is_token
 from servicekit.timestamps import format_utc
-from webhookdeliver.signing import signature_header, standard_webhooks_signature
+from webhookdeliver.signing import signed_message, standard_signature_of, x_signature_of
 
 # Ours (signature and metadata), framing (Host, Content-Length, Transfer-Encoding), hop-by-hop
 # (RFC 9110 §7.6.1) and anything that changes how the body is read or where it goes.
@@ -47,6 +47,7 @@ RESERVED_HEADERS: Final[frozenset[str]] = frozenset(
 RESERVED_HEADER_PREFIXES: Final = ("webhook-",)  # the Standard Webhooks namespace
 MAX_TENANT_HEADERS: Final = 32
 MAX_TENANT_HEADER_BYTES: Final = 8192  # names + values together
+MAX_CONTEXT_VALUE_CHARS: Final = 256
 
 
 @functools.lru_cache(maxsize=1024)
@@ -60,9 +61,18 @@ def is_reserved_header(name: str) -> bool:
 def is_valid_header(name: str, value: str) -> bool:
     """An RFC 9110 field name (token) and value (visible ASCII, space, tab): the rules the APIs
     apply when headers are saved (servicekit.text), so nothing they accept is dropped here."""
+    return _is_token_name(name) and _is_valid_value(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_token_name(name: str) -> bool:
+    # Remembered like `is_reserved_header`: the same few names come with every attempt.
+    return is_token(name)
+
+
+def _is_valid_value(value: str) -> bool:
     # Printable ASCII is the common case and a C-speed test; tabs take the full check.
-    valid_value = (value.isascii() and value.isprintable()) or header_value_problem(value) is None
-    return is_token(name) and valid_value
+    return (value.isascii() and value.isprintable()) or header_value_problem(value) is None
 
 
 def tenant_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -102,8 +112,17 @@ def check_context_headers(context: Mapping[str, str]) -> None:
     """Context headers are ours: reserved names (so no tenant header can repeat one in another
     case) with valid values. A violation is a programming error."""
     for name, value in context.items():
-        if not is_reserved_header(name) or not is_valid_header(name, value) or len(value) > 256:
+        if not (
+            _is_context_name(name)
+            and _is_valid_value(value)
+            and len(value) <= MAX_CONTEXT_VALUE_CHARS
+        ):
             raise ValueError(f"context header {name!r} is not one of ours or its value is invalid")
+
+
+@functools.lru_cache(maxsize=64)
+def _is_context_name(name: str) -> bool:
+    return is_reserved_header(name) and is_token(name)
 
 
 def build_headers(
@@ -120,21 +139,26 @@ def build_headers(
 ) -> dict[str, str]:
     """All request headers of one attempt: the tenant's `extra`, then our unsigned `context`
     (e.g. `occurrence_headers`), then ours, written last so nothing overrides them."""
-    headers = tenant_headers(extra or {})
+    if not secrets:
+        raise ValueError("at least one secret is required")
+    ts = str(timestamp)
+    message = signed_message(webhook_id, timestamp, body)
+    ours = {
+        "Content-Type": "application/json",
+        "User-Agent": user_agent,
+        "Accept-Encoding": "identity",
+        "X-Webhook-Id": webhook_id,
+        "X-Timestamp": ts,
+        "X-Signature": x_signature_of(secrets, message),
+        "X-Event-Type": event_type,
+        "X-Attempt": str(attempt),
+        "webhook-id": webhook_id,
+        "webhook-timestamp": ts,
+        "webhook-signature": standard_signature_of(secrets, message),
+    }
+    if not extra:  # the common case: one dict, same order and precedence as below
+        return {**context, **ours} if context else ours
+    headers = tenant_headers(extra)
     headers.update(context or {})
-    headers.update(
-        {
-            "Content-Type": "application/json",
-            "User-Agent": user_agent,
-            "Accept-Encoding": "identity",
-            "X-Webhook-Id": webhook_id,
-            "X-Timestamp": str(timestamp),
-            "X-Signature": signature_header(secrets, webhook_id, timestamp, body),
-            "X-Event-Type": event_type,
-            "X-Attempt": str(attempt),
-            "webhook-id": webhook_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": standard_webhooks_signature(secrets, webhook_id, timestamp, body),
-        }
-    )
+    headers.update(ours)
     return headers

@@ -9,6 +9,7 @@ import sys
 
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
+from servicekit.gc_tuning import freeze_startup_heap
 from servicekit.http_server import http_server, serve
 from servicekit.logging import configure_logging
 
@@ -40,6 +41,7 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
 def run(args: argparse.Namespace) -> int:
     configure_logging(service="notification")
     settings = NotificationSettings(dev=bool(args.dev))
+    freeze_startup_heap()
     try:
         asyncio.run(_serve(settings, args.host, args.port))
     except ConfigError as exc:

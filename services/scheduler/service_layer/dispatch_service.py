@@ -186,10 +186,9 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
     ) -> list[RunLease]:
         async with self.uows() as uow:
             tx = uow.runs
-            claimed = await tx.acquire_due_runs(owner, now, lease_until, limit)
+            claimed, specs = await tx.claim_due_runs(owner, now, lease_until, limit)
             if not claimed:
                 return []
-            specs = await tx.delivery_specs([r.schedule_id for r in claimed], now)
             candidates = [
                 r
                 for r in claimed

@@ -159,6 +159,13 @@ class RunRepository(Protocol):
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]: ...
 
+    async def claim_due_runs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
+        """`acquire_due_runs` with the delivery spec of each claimed run's schedule (absent:
+        the schedule row is gone), read in the same statements where the database allows."""
+        ...
+
     async def delivery_specs(
         self, schedule_ids: Sequence[str], now: datetime
     ) -> dict[str, DeliverySpec]: ...

@@ -3,9 +3,9 @@ due at one instant, or a standing backlog of older retrying runs, never go befor
 runs due at the same instant. B's lag is then one claim's time, not A's backlog's: B's runs are
 all taken in the first claims, each claim a bounded set of index probes (EXPLAIN-checked).
 
-Before the per-tenant claim (sql_postgres.FAIR_CLAIM) the fair ranking only saw the oldest claim
-window (800 runs, all A's), so B's first run waited behind about all of A's: these tests failed
-with B's first run in claim 101 of 100 runs."""
+Before the per-tenant claim (sql_postgres.FAIR_CHOICE_SQL) the fair ranking only saw the oldest
+claim window (800 runs, all A's), so B's first run waited behind about all of A's: these tests
+failed with B's first run in claim 101 of 100 runs."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from scheduler.adapters.db.runs import claims_pg
 from scheduler.adapters.db.runs.claims import FAIR_TENANT_SCAN
-from scheduler.adapters.db.runs.sql_postgres import FAIR_CLAIM, INDEX_PATHS_ONLY
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
+from servicekit.database import asyncpg_connection
 from tests.scheduler.runs.conftest import T0
 
 pytestmark = pytest.mark.postgres
@@ -111,17 +112,20 @@ async def test_the_fair_claim_reads_index_entries_in_proportion_to_the_claim(
     await _seed(container, "b", B_RUNS, status="pending", due_s=0)
     for t in range(20):  # tenants with runs planned ahead, not due: walked, not claimed
         await _seed(container, f"later{t:02d}", 5, status="pending", due_s=3_600)
-    async with container.engine.begin() as conn:
-        await conn.execute(INDEX_PATHS_ONLY)
-        plan = "\n".join(
-            r[0]
-            for r in await conn.execute(
-                sa.text("EXPLAIN (ANALYZE, COSTS OFF) " + str(FAIR_CLAIM.text)).bindparams(
-                    sa.bindparam("now", type_=UTCDateTime())
-                ),
-                {"now": T0 + timedelta(seconds=1), "limit": CLAIM, "scan": FAIR_TENANT_SCAN},
-            )
+    now = T0 + timedelta(seconds=1)
+    async with container.engine.connect() as conn:  # the claim statement itself, rolled back
+        await conn.begin()
+        db = await asyncpg_connection(conn)
+        await db.execute(claims_pg.INDEX_PATHS_ONLY)
+        rows = await db.fetch(
+            "EXPLAIN (ANALYZE, COSTS OFF) " + claims_pg.FAIR,
+            "w:explain",
+            now + LEASE,
+            now,
+            CLAIM,
+            FAIR_TENANT_SCAN,
         )
+        plan = "\n".join(r[0] for r in rows)
         await conn.rollback()
     assert "Seq Scan" not in plan, plan
     assert "Bitmap" not in plan, plan

@@ -62,19 +62,44 @@ async def _set_failures(container: Container, schedule_id: str, count: int) -> N
         )
 
 
+def _introspection(sql: str) -> bool:
+    """asyncpg's own queries about types, once per connection and type (and its JIT switch)."""
+    return "pg_catalog" in sql or "current_setting('jit')" in sql or "set_config('jit'" in sql
+
+
 @contextmanager
 def _statements(container: Container) -> Iterator[list[str]]:
-    """Every statement sent through the engine while the block runs (SQL text, in order)."""
+    """Every statement sent on a connection checked out while the block runs (SQL text, in
+    order), BEGIN, COMMIT and ROLLBACK aside. PostgreSQL: as asyncpg sends them (the hot path
+    goes to asyncpg directly, past SQLAlchemy's cursor events); SQLite: SQLAlchemy's cursor."""
     seen: list[str] = []
+    engine = container.engine.sync_engine
 
     def record(*args: Any) -> None:
         seen.append(args[2])
 
-    sa.event.listen(container.engine.sync_engine, "before_cursor_execute", record)
+    def logged(query: Any) -> None:
+        head = query.query.split(None, 1)[0].rstrip(";").upper()
+        if head not in ("BEGIN", "COMMIT", "ROLLBACK") and not _introspection(query.query):
+            seen.append(query.query)
+
+    def checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_connection.driver_connection.add_query_logger(logged)
+
+    def checkin(dbapi_connection: Any, _record: Any) -> None:
+        if dbapi_connection is not None:
+            dbapi_connection.driver_connection.remove_query_logger(logged)
+
+    postgres = container.engine.dialect.name == "postgresql"
+    hooks = [("checkout", checkout), ("checkin", checkin)] if postgres else []
+    hooks = hooks or [("before_cursor_execute", record)]
+    for name, hook in hooks:
+        sa.event.listen(engine, name, hook)
     try:
         yield seen
     finally:
-        sa.event.remove(container.engine.sync_engine, "before_cursor_execute", record)
+        for name, hook in hooks:
+            sa.event.remove(engine, name, hook)
 
 
 async def test_only_runs_still_leased_to_the_owner_are_written(

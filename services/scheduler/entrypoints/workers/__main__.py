@@ -5,7 +5,6 @@ like `scheduler serve`. Tests use it as a real subprocess (SIGKILL, SIGTERM, rep
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import timedelta
 
 from scheduler.bootstrap import bootstrap
@@ -13,6 +12,8 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
+from servicekit import event_loop
+from servicekit.gc_tuning import freeze_startup_heap
 from servicekit.logging import configure_logging
 
 
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             tenant_consumer=not args.no_tenant_consumer,
         )
         runtime = WorkerRuntime(container, options=options)
+        freeze_startup_heap()
         try:
             await serve(
                 runtime,
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await container.aclose()
 
-    asyncio.run(_main())
+    event_loop.run(_main())  # uvloop where installed: a worker serves no public API
     return 0
 
 

@@ -19,9 +19,9 @@ from scheduler.adapters.db.run_tables import (
     delivery_attempts,
     runs,
 )
+from scheduler.adapters.db.runs import claims_pg
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
-from scheduler.adapters.db.runs.sql_postgres import FAIR_CLAIM, INDEX_PATHS_ONLY
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
@@ -33,6 +33,7 @@ from scheduler.domain.run import (
 )
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
+from servicekit.database import asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
 # (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
@@ -49,49 +50,73 @@ class Claims(RunSql):
     async def acquire_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[Run]:
+        runs_, _specs = await self.claim_due_runs(owner, now, lease_until, limit)
+        return runs_
+
+    async def claim_due_runs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
         """Lanes in order: runs whose worker died (at most a quarter of the claim, so a
         sustained backlog never postpones them, nor their poison limit); live due runs
         tenant-fair; the oldest live due runs nobody holds; then backfill runs, only with what
-        the claim has left (a backfill never delays a live run)."""
+        the claim has left (a backfill never delays a live run). With each run's delivery spec
+        (PostgreSQL: in the same statements, claims_pg.py)."""
+        if self.is_postgres:
+            return await self._claim_pg(owner, now, lease_until, limit)
         claimed = await self._reclaim_expired(owner, now, lease_until, max(1, limit // 4))
         if len(claimed) < limit:
             claimed += await self._claim(
-                runs.c.id.in_(await self._fair_choice(now, limit - len(claimed))),
+                runs.c.id.in_(self._fair_choice_sqlite(now, limit - len(claimed))),
                 owner,
                 now,
                 lease_until,
             )
-        if len(claimed) < limit:
-            # Another replica locked some of the fair choice: fall back to the oldest due runs
-            # nobody holds, so replicas never idle while work is due.
-            claimed += await self._claim_oldest(
-                LIVE_DUE_SQL, owner, now, lease_until, limit - len(claimed)
-            )
-        if len(claimed) < limit:
-            claimed += await self._claim_oldest(
-                BACKFILL_DUE_SQL, owner, now, lease_until, limit - len(claimed)
-            )
-        return claimed
-
-    async def _fair_choice(self, now: datetime, limit: int) -> sa.Select[Any]:
-        """The ids of the tenant-fair choice: each due tenant's oldest live run before anyone's
-        second. PostgreSQL: locked, SKIP LOCKED (sql_postgres.FAIR_CLAIM)."""
-        if self.is_postgres:
-            # Index paths only: statistics are stale in exactly the case that matters (a burst of
-            # new due runs), and with them the planner would otherwise hash- or bitmap-scan
-            # EVERY due run on each claim.
-            await self.conn.execute(INDEX_PATHS_ONLY)
-            fair = (
-                FAIR_CLAIM.bindparams(
-                    sa.bindparam("now", now, type_=UTCDateTime()),
-                    sa.bindparam("limit", limit, type_=sa.Integer()),
-                    sa.bindparam("scan", FAIR_TENANT_SCAN, type_=sa.Integer()),
+        for lane in (LIVE_DUE_SQL, BACKFILL_DUE_SQL):
+            if len(claimed) < limit:
+                claimed += await self._claim_oldest(
+                    lane, owner, now, lease_until, limit - len(claimed)
                 )
-                .columns(id=sa.String())
-                .subquery("fair")
+        specs = await self.delivery_specs([r.schedule_id for r in claimed], now)
+        return claimed, specs
+
+    async def _claim_pg(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int
+    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
+        db = await asyncpg_connection(self.conn)
+        rows: list[Any] = []
+        claimed: list[Run] = []
+        expired = await db.fetch(claims_pg.EXPIRED, now, max(1, limit // 4))
+        if expired:
+            taken = await db.fetch(
+                claims_pg.RECLAIM, owner, lease_until, now, sorted(r["id"] for r in expired)
             )
-            return sa.select(fair.c.id)
-        # One writer: nothing to lock. Ranking needs a window function (no LATERAL here).
+            rows += taken
+            claimed += await self._count_lost_attempts(
+                [claims_pg.run_of(r) for r in taken],
+                {r["id"]: (r["next_attempt_at"], r["lease_expires_at"]) for r in expired},
+                now,
+            )
+        if len(claimed) < limit:
+            # Index paths only: statistics are stale in exactly the case that matters (a burst
+            # of new due runs), and with them the planner would otherwise hash- or bitmap-scan
+            # EVERY due run on each claim (sql_postgres.INDEX_PATHS_ONLY_SQL).
+            await db.execute(claims_pg.INDEX_PATHS_ONLY)
+            left = limit - len(claimed)
+            got = await db.fetch(claims_pg.FAIR, owner, lease_until, now, left, FAIR_TENANT_SCAN)
+            rows += got
+            claimed += map(claims_pg.run_of, got)
+        # Another replica locked some of the fair choice: the oldest due runs nobody holds, so
+        # replicas never idle while work is due; then the backfill lane.
+        for lane in (claims_pg.OLDEST_LIVE, claims_pg.OLDEST_BACKFILL):
+            if len(claimed) < limit:
+                got = await db.fetch(lane, owner, lease_until, now, limit - len(claimed))
+                rows += got
+                claimed += map(claims_pg.run_of, got)
+        return claimed, claims_pg.specs_of(rows, self.box, now)
+
+    def _fair_choice_sqlite(self, now: datetime, limit: int) -> sa.Select[Any]:
+        """The ids of the tenant-fair choice: each due tenant's oldest live run before anyone's
+        second. One writer: nothing to lock. Ranking needs a window function (no LATERAL)."""
         window = (
             sa.select(runs.c.id, runs.c.tenant_id, runs.c.next_attempt_at)
             .where(sa.text(LIVE_DUE_SQL))
@@ -138,23 +163,34 @@ class Claims(RunSql):
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        lost = {r.id: r for r in await self.conn.execute(expired)}
+        lost = {
+            r.id: (as_datetime(r.next_attempt_at), as_datetime(r.lease_expires_at))
+            for r in await self.conn.execute(expired)
+        }
         if not lost:
             return []
         taken = await self._claim(
             self._in(runs.c.id, sorted(lost)), owner, now, lease_until, count_lost_attempt=True
         )
+        return await self._count_lost_attempts(taken, lost, now)
+
+    async def _count_lost_attempts(
+        self,
+        taken: list[Run],
+        lost: dict[str, tuple[datetime | None, datetime | None]],
+        now: datetime,
+    ) -> list[Run]:
+        """Record the attempt each taken-over run's dead worker was making (worker_lost) and set
+        each run's `lease_expiries` (how many such attempts it has)."""
         attempts: list[dict[str, Any]] = []
         for run in taken:
-            row = lost[run.id]
+            claimed_at, lease_end = lost[run.id]
             attempts.append(
                 {
                     "run_id": run.id,
                     "number": run.attempt_count,
                     # Its claim time; a run claimed before claims stored it: its lease's end.
-                    "started_at": as_datetime(row.next_attempt_at)
-                    or as_datetime(row.lease_expires_at)
-                    or now,
+                    "started_at": claimed_at or lease_end or now,
                     "duration_ms": 0,  # unknown: nothing came back
                     "status_code": None,
                     "error_kind": LOST_ATTEMPT_KIND,

@@ -19,6 +19,7 @@ from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.run_ports import Completion
+from servicekit.database import asyncpg_connection
 
 _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 _UTC = UTCDateTime()
@@ -33,8 +34,9 @@ class Settle(RunSql):
         return await self._write_owned_sqlite(completions)
 
     async def _write_owned_pg(self, completions: Sequence[Completion]) -> set[str]:
-        """ONE statement (pg.WRITE_OWNED): each column is an array parameter, so the SQL is the
-        same for every batch and asyncpg prepares it once per connection."""
+        """ONE statement (pg.WRITE_OWNED_SQL) on asyncpg directly: each column is an array
+        parameter, so the SQL is the same for every batch and asyncpg prepares it once per
+        connection."""
         run_rows = [
             (
                 c.run.id,
@@ -69,16 +71,16 @@ class Settle(RunSql):
             for c in completions
             for row in map(outbox_row, c.events)
         ]
-        params: dict[str, list[Any]] = {}
+        params: list[list[Any]] = []
         for names, rows in (
             (pg.RUN_PARAMS, run_rows),
             (pg.ATTEMPT_PARAMS, attempt_rows),
             (pg.EVENT_PARAMS, event_rows),
         ):
             columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-            params.update(zip(names, map(list, columns), strict=True))
-        result = await self.conn.execute(pg.WRITE_OWNED, params)
-        return {row[0] for row in result}
+            params += map(list, columns)
+        db = await asyncpg_connection(self.conn)
+        return {row[0] for row in await db.fetch(pg.WRITE_OWNED_SQL, *params)}
 
     async def _write_owned_sqlite(self, completions: Sequence[Completion]) -> set[str]:
         """One writer. Driver-level multi-row statements, no per-row SQLAlchemy processing:

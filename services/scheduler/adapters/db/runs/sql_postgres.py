@@ -1,13 +1,21 @@
-"""The runs repository's hand-written PostgreSQL: the planner settings of a claim, the
-tenant-fair claim (`Claims.acquire_due_runs`) and the one-statement settle
-(`Settle._write_owned_pg`)."""
+"""The runs repository's hand-written PostgreSQL, run on asyncpg directly with positional
+parameters (claims_pg.py, `Settle._write_owned_pg`): the planner settings of a claim, the
+tenant-fair choice of a claim and the one-statement settle."""
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+import re
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
 from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
+
+
+def positional(sql: str, names: dict[str, str]) -> str:
+    """`sql` with each `:name` replaced by its positional parameter (e.g. `$3::timestamptz`):
+    the statements are written with names, for reading; asyncpg takes `$n`."""
+    out = re.sub(r"(?<!:):([a-z_]+)\b", lambda m: names[m.group(1)], sql)
+    return out
+
 
 # The claim's planner settings: index paths only. DUE_RECHECK_SQL (the runs due in either lane,
 # the six statuses being a closed set) is written so PostgreSQL cannot prove a due index's
@@ -16,14 +24,14 @@ from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
 # it and scanned every due run once per claimed run (measured: 4,100 rows filtered per run,
 # 80 ms per claim of 78 runs during a 10,000-run burst).
 # SET LOCAL for both in one round trip (is_local = true: this transaction only).
-INDEX_PATHS_ONLY = sa.text(
+INDEX_PATHS_ONLY_SQL = (
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
 )
 
 
-# The tenant-fair claim: the ids of up to :limit live due runs, locked (SKIP LOCKED), every due
-# tenant's oldest before anyone's next, whatever the backlog. Bounded work per claim, all index
-# probes of ix_runs_live_due(_tenant), never a scan of the due runs:
+# The tenant-fair choice of a claim: the ids of up to :limit live due runs, locked (SKIP
+# LOCKED), every due tenant's oldest before anyone's next, whatever the backlog. Bounded work per
+# claim, all index probes of ix_runs_live_due(_tenant), never a scan of the due runs:
 # - `start`: the tenant of the oldest live due run (ix_runs_live_due, one entry), so the walk
 #   below begins with the tenant that waited longest and no tenant waits behind the alphabet;
 # - `tenants`: a loose index scan over the tenants with a live run due now, from `start` on in
@@ -38,8 +46,7 @@ INDEX_PATHS_ONLY = sa.text(
 #   turn; `fair` takes turn 1 of every tenant (oldest-waiting tenant first), then turn 2, ...
 # The final LATERAL locks each choice through the primary key, re-checked as due (a run another
 # claimer took meanwhile is skipped); the claim's fallback fills what another replica holds.
-FAIR_CLAIM = sa.text(
-    f"""
+_FAIR_CHOICE = f"""
 WITH RECURSIVE
 start AS (
   SELECT tenant_id FROM runs
@@ -85,6 +92,9 @@ SELECT locked.id FROM fair CROSS JOIN LATERAL (
   FOR UPDATE OF runs SKIP LOCKED
 ) locked
 """  # noqa: S608 (only the module's own predicate constants are formatted in)
+# In the claim statement (claims_pg.py): $3 now, $4 the claim's limit, $5 the tenant scan.
+FAIR_CHOICE_SQL = positional(
+    _FAIR_CHOICE, {"now": "$3::timestamptz", "limit": "$4::int", "scan": "$5::int"}
 )
 
 # The settle write on PostgreSQL, one round trip: `locked` locks the runs still leased to the
@@ -93,8 +103,7 @@ SELECT locked.id FROM fair CROSS JOIN LATERAL (
 # attempts and outbox rows are inserted for the written runs only, in completion order; `reset`
 # is the breaker's all-succeeded case (on SQLite `Settle._reset_consecutive_failures`).
 # Data-modifying CTEs always run to completion, whether or not the final SELECT reads them.
-WRITE_OWNED = sa.text(
-    """
+_WRITE_OWNED = """
 WITH v AS (
   SELECT * FROM unnest(
     CAST(:r_id AS text[]), CAST(:r_owner AS text[]), CAST(:r_status AS text[]),
@@ -159,7 +168,6 @@ reset AS (
 )
 SELECT id FROM written
 """
-)
 RUN_PARAMS = tuple(
     "r_" + c
     for c in (
@@ -189,3 +197,8 @@ ATTEMPT_PARAMS = tuple(
     )
 )
 EVENT_PARAMS = ("e_run_id", *("e_" + c for c in OUTBOX_COLUMNS))
+# Its parameters in this order, each an array (the casts are in the SQL).
+WRITE_OWNED_PARAMS = (*RUN_PARAMS, *ATTEMPT_PARAMS, *EVENT_PARAMS)
+WRITE_OWNED_SQL = positional(
+    _WRITE_OWNED, {name: f"${i}" for i, name in enumerate(WRITE_OWNED_PARAMS, start=1)}
+)

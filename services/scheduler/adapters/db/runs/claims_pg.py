@@ -1,0 +1,159 @@
+"""The dispatcher's claim on PostgreSQL, on asyncpg directly (issue 13: the hot path without the
+ORM): each lane is ONE statement that leases its runs and returns them joined with what their
+attempts need of the schedule (the delivery spec), so a claim reads no spec separately.
+
+Lanes in order (`Claims.claim_due_runs`): runs whose worker died, the tenant-fair choice of
+live due runs, the oldest live due runs nobody holds, then backfill runs. The SQL is constant
+per lane, so asyncpg prepares it once per connection; rows map straight to `Run` and
+`DeliverySpec` (no SQLAlchemy type processing, rows or greenlet switches per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from scheduler.adapters.db.run_tables import BACKFILL_DUE_SQL, LEASED_SQL, LIVE_DUE_SQL
+from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL, INDEX_PATHS_ONLY_SQL
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
+from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.schedule import Target
+from scheduler.service_layer.run_ports import DeliverySpec
+from servicekit.json_encoding import parse_json
+
+RUN_COLUMNS = (
+    "id",
+    "tenant_id",
+    "schedule_id",
+    "scheduled_for",
+    "trigger",
+    "status",
+    "skip_reason",
+    "attempt_count",
+    "next_attempt_at",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "payload",
+    "lease_owner",
+    "lease_expires_at",
+    "due_at",
+    "backfill_id",
+)
+SPEC_COLUMNS = (
+    "id",
+    "tenant_id",
+    "name",
+    "action",
+    "state",
+    "deleted_at",
+    "target",
+    "retry_policy",
+    "overlap_policy",
+    "secret_ciphertext",
+    "previous_secret_ciphertext",
+    "previous_secret_expires_at",
+)
+
+
+def _claim(where: str, *, count_lost_attempt: bool = False) -> str:
+    """Lease the runs `where` selects ($1 owner, $2 lease end, $3 now: next_attempt_at holds the
+    claim time while in_progress, a lost attempt's start) and return them with their schedule's
+    spec columns (prefixed `s_`; NULL when the schedule row is gone), each read through the
+    primary key (LATERAL: a hash join would read every schedule)."""
+    lost = ", attempt_count = runs.attempt_count + 1" if count_lost_attempt else ""
+    returning = ", ".join(f"runs.{c}" for c in RUN_COLUMNS)
+    spec = ", ".join(f"{c} AS s_{c}" for c in SPEC_COLUMNS)
+    return f"""
+WITH claimed AS (
+  UPDATE runs SET status = 'in_progress', lease_owner = $1::text,
+    lease_expires_at = $2::timestamptz, next_attempt_at = $3::timestamptz,
+    started_at = coalesce(runs.started_at, $3::timestamptz){lost}
+  WHERE {where}
+  RETURNING {returning}
+)
+SELECT claimed.*, s.* FROM claimed LEFT JOIN LATERAL (
+  SELECT {spec} FROM schedules WHERE schedules.id = claimed.schedule_id
+) s ON true
+"""  # noqa: S608 (only this module's constants are formatted in)
+
+
+def _chosen(choice: str) -> str:
+    """`runs.id` among the ids `choice` selects, evaluated once (an InitPlan) and then probed in
+    the primary key: `IN (subquery)` let the planner hash-join the choice against every row of
+    runs (measured: 10,150 primary-key entries read per claim of 100)."""
+    return f"runs.id = ANY(ARRAY({choice}))"
+
+
+def _oldest(lane: str) -> str:
+    choice = f"SELECT id FROM runs WHERE {lane} AND next_attempt_at <= $3::timestamptz"  # noqa: S608
+    return _chosen(f"{choice} ORDER BY next_attempt_at LIMIT $4::int FOR UPDATE SKIP LOCKED")
+
+
+# Runs whose worker died, chosen (and locked) by `EXPIRED` first: their lost attempt is counted.
+EXPIRED = (
+    f"SELECT id, next_attempt_at, lease_expires_at FROM runs WHERE {LEASED_SQL}"  # noqa: S608
+    " AND lease_expires_at <= $1::timestamptz ORDER BY lease_expires_at LIMIT $2::int"
+    " FOR UPDATE SKIP LOCKED"
+)
+RECLAIM = _claim("runs.id = ANY($4::text[])", count_lost_attempt=True)
+FAIR = _claim(_chosen(f"SELECT id FROM ({FAIR_CHOICE_SQL}) fair"))  # noqa: S608
+OLDEST_LIVE = _claim(_oldest(LIVE_DUE_SQL))
+OLDEST_BACKFILL = _claim(_oldest(BACKFILL_DUE_SQL))
+INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
+
+
+def run_of(r: Any) -> Run:
+    """A claimed row as the domain's Run (asyncpg returns aware UTC datetimes for timestamptz)."""
+    skip = r["skip_reason"]
+    payload = r["payload"]
+    return Run(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        schedule_id=r["schedule_id"],
+        scheduled_for=r["scheduled_for"],
+        trigger=Trigger(r["trigger"]),
+        status=RunStatus(r["status"]),
+        skip_reason=None if skip is None else SkipReason(skip),
+        attempt_count=r["attempt_count"],
+        next_attempt_at=r["next_attempt_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        created_at=r["created_at"],
+        payload=None if payload is None else parse_json(payload),
+        lease_owner=r["lease_owner"],
+        lease_expires_at=r["lease_expires_at"],
+        due_at=r["due_at"],
+        backfill_id=r["backfill_id"],
+    )
+
+
+def specs_of(rows: Sequence[Any], box: SecretBox, now: datetime) -> dict[str, DeliverySpec]:
+    """The delivery spec of each schedule among the claimed rows (once per schedule), as
+    `Claims.delivery_specs` builds it."""
+    out: dict[str, DeliverySpec] = {}
+    for r in rows:
+        sid = r["s_id"]
+        if sid is None or sid in out:
+            continue
+        secrets = [box.decrypt(r["s_secret_ciphertext"], associated=sid)]
+        previous, until = r["s_previous_secret_ciphertext"], r["s_previous_secret_expires_at"]
+        if previous is not None and until is not None and until > now:
+            secrets.append(box.decrypt(previous, associated=sid))
+        target = None if r["s_target"] is None else parse_json(r["s_target"])
+        out[sid] = DeliverySpec(
+            schedule_id=sid,
+            tenant_id=r["s_tenant_id"],
+            name=r["s_name"],
+            action=Action(r["s_action"]),
+            # A completed schedule's runs already planned finish normally (DESIGN §7a).
+            active=r["s_state"] != ScheduleState.PAUSED.value,
+            deleted=r["s_deleted_at"] is not None,
+            target=None if target is None else Target(**target),
+            retry_policy=RetryPolicy(**parse_json(r["s_retry_policy"])),
+            overlap_policy=OverlapPolicy(r["s_overlap_policy"]),
+            secrets=tuple(secrets),
+        )
+    return out
