@@ -5,7 +5,7 @@ PostgreSQL (asyncpg) gets a bound on each stage of a call:
 
 - connect: `connect_timeout_seconds` for the TCP connect plus the startup handshake;
 - pool checkout: `pool_timeout_seconds` waiting for a free connection;
-- every round trip (query, prepare, BEGIN/COMMIT, the pre-ping): asyncpg's `command_timeout`,
+- every round trip (query, prepare, BEGIN/COMMIT, the ping): asyncpg's `command_timeout`,
   `command_timeout_seconds`, which also ends a call on a connection that hangs (open, silent);
 - server side (`server_settings`): `statement_timeout`, `lock_timeout` and
   `idle_in_transaction_session_timeout`, so the server cancels a slow statement first (with a
@@ -23,6 +23,7 @@ database errors without their driver messages too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 SQLITE_BUSY_SECONDS = 30.0
@@ -127,7 +129,7 @@ def create_bounded_engine(
             )
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_SECONDS}
     else:
-        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size)
         if parsed.get_driver_name() == "asyncpg":
             kwargs["connect_args"] = {
                 "timeout": bounds.connect_timeout_seconds,
@@ -135,6 +137,8 @@ def create_bounded_engine(
                 "server_settings": bounds.server_settings(),
             }
     engine = create_async_engine(url, **kwargs)
+    if not sqlite:
+        _ping_idle_connections(engine)
     if sqlite:
         pragmas = ("journal_mode=WAL", "foreign_keys=ON", *sqlite_pragmas)
 
@@ -146,6 +150,34 @@ def create_bounded_engine(
             cursor.close()
 
     return engine
+
+
+PING_AFTER_IDLE_SECONDS = 5.0
+"""A pooled connection idle for longer is pinged at checkout (a dead one is replaced there)."""
+
+
+def _ping_idle_connections(engine: AsyncEngine) -> None:
+    """SQLAlchemy's pool_pre_ping, for connections idle longer than PING_AFTER_IDLE_SECONDS
+    only: its ping is three round trips (BEGIN, a query, ROLLBACK) on every checkout, which cost
+    the dispatchers as much as the statements of a claim. A connection back in the pool a moment
+    ago is as alive as its last statement showed; if the server went away meanwhile, the first
+    statement fails as a disconnect, the pool drops that connection, and callers retry (every
+    worker loop and API request treats it as the outage it is)."""
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < PING_AFTER_IDLE_SECONDS:
+            return  # new (it just connected), or in use a moment ago
+        try:
+            dbapi_connection.ping()
+        except Exception as exc:
+            # The pool discards this connection and checks out (or opens) another.
+            raise DisconnectionError("idle connection failed its ping") from exc
 
 
 async def asyncpg_connection(conn: AsyncConnection) -> Any:

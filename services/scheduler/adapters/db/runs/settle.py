@@ -1,6 +1,6 @@
 """The settle write: a compare-and-set on each completion's lease that stores the run, its
 attempts and its events (outbox rows from outbox_rows.py), then the breaker's all-succeeded
-reset. PostgreSQL: one statement (sql_postgres.WRITE_OWNED); SQLite: multi-row statements
+reset. PostgreSQL: one statement (sql_postgres.WRITE_OWNED_SQL); SQLite: multi-row statements
 (sql_sqlite)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS, outbox_row
@@ -25,6 +26,12 @@ _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 _UTC = UTCDateTime()
 
 
+def _json_rows(rows: Sequence[tuple[Any, ...]]) -> str:
+    """Rows as a JSON array of arrays (aware datetimes as RFC 3339 with their offset, which
+    PostgreSQL reads back exactly as timestamptz)."""
+    return orjson.dumps(rows).decode()
+
+
 class Settle(RunSql):
     async def write_owned(self, completions: Sequence[Completion]) -> set[str]:
         if not completions:
@@ -34,9 +41,9 @@ class Settle(RunSql):
         return await self._write_owned_sqlite(completions)
 
     async def _write_owned_pg(self, completions: Sequence[Completion]) -> set[str]:
-        """ONE statement (pg.WRITE_OWNED_SQL) on asyncpg directly: each column is an array
-        parameter, so the SQL is the same for every batch and asyncpg prepares it once per
-        connection."""
+        """ONE statement (pg.WRITE_OWNED_SQL) on asyncpg directly, its rows as three JSON
+        arrays (the SQL is the same for every batch: asyncpg prepares it once per
+        connection)."""
         run_rows = [
             (
                 c.run.id,
@@ -71,16 +78,11 @@ class Settle(RunSql):
             for c in completions
             for row in map(outbox_row, c.events)
         ]
-        params: list[list[Any]] = []
-        for names, rows in (
-            (pg.RUN_PARAMS, run_rows),
-            (pg.ATTEMPT_PARAMS, attempt_rows),
-            (pg.EVENT_PARAMS, event_rows),
-        ):
-            columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-            params += map(list, columns)
         db = await asyncpg_connection(self.conn)
-        return {row[0] for row in await db.fetch(pg.WRITE_OWNED_SQL, *params)}
+        written = await db.fetch(
+            pg.WRITE_OWNED_SQL, *(_json_rows(rows) for rows in (run_rows, attempt_rows, event_rows))
+        )
+        return {row[0] for row in written}
 
     async def _write_owned_sqlite(self, completions: Sequence[Completion]) -> set[str]:
         """One writer. Driver-level multi-row statements, no per-row SQLAlchemy processing:
