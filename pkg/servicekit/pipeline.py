@@ -6,7 +6,10 @@
 
 - The claim loop asks the store for up to `claim_batch` due items, leased under a fresh owner
   token until now + `lease_seconds`, whenever at least `refill_room` fewer than `held_limit` are
-  held (claims stay large while the items still held keep every slot busy). Otherwise it waits
+  still to be attempted or in their attempt (claims stay large while the items still held keep
+  every slot busy). Attempted items waiting for the writer do not hold up claims (a slow write
+  would otherwise idle the slots), up to `write_batch` of them: at most `held_limit +
+  write_batch` items are held in all. Otherwise it waits
   until the earliest due time (`store.next_due_at()`), a `wake()` (new work, or a write that
   freed capacity) or `idle_poll_seconds` at most.
 - An item comes back either with an attempt to perform (it waits for its key's slot,
@@ -72,7 +75,8 @@ class PipelineSettings:
     """Attempts in flight at once for one concurrency key (an endpoint's host:port)."""
     claim_batch: int = 100
     max_claimed: int = 0
-    """Items held (leased, not yet written) at most; 0 means 2 x concurrency."""
+    """Items held to be attempted or in their attempt at most; 0 means 2 x concurrency. With
+    the attempted ones waiting to be written, `held_limit + write_batch` at most."""
     lease_seconds: float = 30.0
     idle_poll_seconds: float = 1.0
     """Longest idle wait of the claim loop (items added by other processes are seen then)."""
@@ -218,6 +222,7 @@ class LeasedPipeline(Generic[T, C]):
         self.dropped = 0
         """Completions dropped because their lease had been taken over (since start)."""
         self._held: dict[str, _Held[T, C]] = {}
+        self._attempting = 0  # held items whose attempt has not ended (waiting for a slot or in it)
         self._queue: asyncio.Queue[_Done[C] | None] = asyncio.Queue()  # None: the writer ends
         self._writing: list[_Done[C]] = []  # the batch being written, kept across a retry
         self._writer_closing = False
@@ -247,9 +252,20 @@ class LeasedPipeline(Generic[T, C]):
 
     # ---- one step (tests drive these with a manual clock) --------------------------------
 
+    def _room(self) -> int:
+        """How many more items a claim may take now (see the module docstring)."""
+        s = self.settings
+        return min(s.held_limit - self._attempting, s.held_limit + s.write_batch - len(self._held))
+
+    def _attempt_ended(self, _task: asyncio.Task[None]) -> None:
+        self._attempting -= 1
+        # Room for a claim again: wake the claim loop (once, not on every attempt's end).
+        if not self._wake.is_set() and self._room() >= self.settings.refill_room:
+            self._wake.set()
+
     async def pump(self) -> tuple[int, int]:
         """Claim once and start the attempts. Returns (claimed, asked)."""
-        room = self.settings.held_limit - len(self._held)
+        room = self._room()
         if room <= 0 or self._stopping:
             return 0, 0
         asked = min(room, self.settings.claim_batch)
@@ -272,6 +288,9 @@ class LeasedPipeline(Generic[T, C]):
                 self._queue.put_nowait(_Done(lease.id, owner, lease.done))
             elif lease.perform is not None:
                 held.task = asyncio.create_task(self._attempt(lease, lease.perform, owner))
+                # A done callback runs however the task ends, even cancelled before it started.
+                self._attempting += 1
+                held.task.add_done_callback(self._attempt_ended)
         return len(leases), asked
 
     async def write_once(self) -> int:
@@ -424,8 +443,8 @@ class LeasedPipeline(Generic[T, C]):
 
     async def _claim_step(self) -> float | None:
         s = self.settings
-        if s.held_limit - len(self._held) < s.refill_room:
-            return s.idle_poll_seconds  # a write frees capacity and wakes the loop
+        if self._room() < s.refill_room:
+            return s.idle_poll_seconds  # an attempt's end or a write wakes the loop
         claimed, asked = await self.pump()
         if claimed and claimed == asked:
             return 0.0  # probably more due right now

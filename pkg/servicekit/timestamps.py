@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 
 def format_utc(value: datetime) -> str:
     """RFC 3339 UTC with `Z` for an aware datetime, whatever its offset."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"timestamps need a UTC offset, got naive {value!r}")
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if value.tzinfo is not UTC:  # UTC already (what the databases hand back): no conversion
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"timestamps need a UTC offset, got naive {value!r}")
+        value = value.astimezone(UTC)
+    return value.isoformat().replace("+00:00", "Z")

@@ -7,6 +7,7 @@ We parse with `yarl`, the parser aiohttp itself uses, so the checked host is the
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -72,9 +73,11 @@ class CheckedTarget:
     ip: IPAddress | None
 
 
+@functools.lru_cache(maxsize=4096)
 def endpoint_key(url: str) -> str:
     """`host:port` of a target URL (the scheme's default port when none is written): the unit
-    of per-endpoint concurrency both services' dispatchers share."""
+    of per-endpoint concurrency both services' dispatchers share. Remembered (a pure function
+    of the URL, asked for every run a dispatcher claims)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     try:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from sqlalchemy import select, update
 
 from notification.adapters.tables import subscriptions
+from notification.service_layer import subscriptions as subscriptions_module
 from servicekit.ids import is_id
+from servicekit.secretbox import SecretBoxError
 from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, token
 
@@ -205,3 +209,37 @@ async def test_auth_401_403_and_open_endpoints(harness: Harness) -> None:
         assert (await c.get(path)).status_code == 200, path
     paths = (await c.get("/openapi.json")).json()["paths"]
     assert "/v1/subscriptions/{sub_id}/deliveries/{delivery_id}/replay" in paths
+
+
+async def test_decrypted_secrets_are_cached_per_ciphertext_and_subscription(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = harness.app.container.subscriptions
+    subs = []
+    for _ in range(2):
+        created = await subscribe(harness)
+        sub = await harness.app.container.store.get_subscription("t1", created["id"])
+        assert sub is not None
+        subs.append((sub, created["secret"]))
+    (one, secret_one), (two, secret_two) = subs
+    calls: list[str] = []
+    decrypt = service.box.decrypt
+
+    def counted(token: str, aad: bytes = b"") -> str:
+        calls.append(token)
+        return decrypt(token, aad)
+
+    monkeypatch.setattr(service.box, "decrypt", counted)
+    now = harness.clock()
+    assert service.signing_secrets(one, now) == [secret_one]
+    assert service.signing_secrets(one, now) == [secret_one]
+    assert calls == [one.secret_enc]  # decrypted once
+    # Keyed by the subscription too: its ciphertext under another id (another AAD) still
+    # fails to decrypt, and a failure is not cached.
+    with pytest.raises(SecretBoxError):
+        service.signing_secrets(replace(one, id=two.id), now)
+    # Bounded: full, it is emptied.
+    monkeypatch.setattr(subscriptions_module, "PLAINTEXT_CACHE_SIZE", 1)
+    assert service.signing_secrets(two, now) == [secret_two]
+    assert service.signing_secrets(one, now) == [secret_one]
+    assert calls == [one.secret_enc, one.secret_enc, two.secret_enc, one.secret_enc]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from servicekit.ids import is_id, new_id, stable_id
+from servicekit.ids import CROCKFORD, _encode, is_id, new_id, stable_id
 from servicekit.rfc3339 import UtcTimestamp
 from servicekit.timestamps import format_utc
 
@@ -42,3 +44,19 @@ def test_ids_sort_by_time_and_stable_ids_share_the_format() -> None:
     assert is_id(stable_id("dlv", "evt_1", "sub_1"), "dlv")
     assert not is_id("sub_" + "0" * 32)  # the old uuid-hex style is not this format (still valid
     # as an opaque id: the APIs only bound its length)
+
+
+@given(st.integers(min_value=0, max_value=(1 << 130) - 1), st.integers(min_value=1, max_value=26))
+def test_the_pair_table_encodes_like_one_character_at_a_time(value: int, length: int) -> None:
+    expected = ""
+    rest = value
+    for _ in range(length):
+        expected = CROCKFORD[rest & 31] + expected
+        rest >>= 5
+    assert _encode(value, length) == expected
+
+
+@pytest.mark.parametrize("offset", [timedelta(0), timedelta(hours=3), timedelta(hours=-5)])
+def test_format_utc_is_the_same_for_every_offset_of_one_instant(offset: timedelta) -> None:
+    instant = datetime(2026, 3, 8, 7, 0, 0, 250, tzinfo=UTC)
+    assert format_utc(instant.astimezone(timezone(offset))) == "2026-03-08T07:00:00.000250Z"

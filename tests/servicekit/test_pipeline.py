@@ -348,6 +348,28 @@ async def test_claim_step_refill_rule_and_waits() -> None:
     assert await p._claim_step() == 1.0
 
 
+async def test_attempted_items_waiting_for_the_writer_do_not_hold_up_claims_within_a_bound() -> (
+    None
+):
+    clock = Clock()
+    store = FakeStore(clock, due=items(40))
+    p, _ = make(store, concurrency=4, max_claimed=8, claim_batch=8, write_batch=10)
+    assert await p.pump() == (8, 8)
+    await until(lambda: p._attempting == 0, "the first 8 attempted")  # nothing written yet
+    assert await p.pump() == (8, 8)  # attempted, unwritten items leave the claim its room
+    await until(lambda: p._attempting == 0, "the next 8 attempted")
+    # 16 held, none written: the bound is held_limit + write_batch = 18 in all.
+    assert await p.pump() == (2, 2)
+    assert p.held == 18
+    await until(lambda: p._attempting == 0, "the last 2 attempted")
+    assert await p.pump() == (0, 0)  # full until the writer catches up
+    await p.write_once()  # one batch of 10 written
+    assert p.held == 8
+    assert await p.pump() == (8, 8)
+    await p.drain()
+    assert p.held == 0
+
+
 # ---- the continuous loop -----------------------------------------------------------------------
 
 

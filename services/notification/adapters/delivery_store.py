@@ -9,9 +9,13 @@ RETURNING, then the subscriptions.
 
 A completion is written only while its delivery is still due and leased to the completion's
 owner; the others are dropped (their lease expired and another claim took them, or a replay
-reset them), so an attempt number is never written twice. PostgreSQL writes the deliveries and
-their attempts in one statement (`_COMPLETE_PG`), SQLite row by row. Either way the endpoint
-streaks of the written attempts follow in the same transaction, their rows locked in id order.
+reset them), so an attempt number is never written twice. Either way the endpoint streaks of
+the written attempts follow in the same transaction, their rows locked in id order.
+
+PostgreSQL's claim and completion run on asyncpg directly (delivery_pg.py: constant SQL that
+asyncpg prepares once per connection, rows mapped straight to records); the completion writes
+the deliveries, their attempts and reads the streaks it changes in one statement. SQLite keeps
+SQLAlchemy Core: the completion row by row, then the streaks.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from notification.adapters import delivery_pg
 from notification.adapters.sql_store import SUBSCRIPTION_COLUMNS, subscription_record
 from notification.adapters.tables import (
     DUE_STATUSES_SQL,
@@ -43,6 +48,7 @@ from notification.service_layer.ports import (
     DeliveryCompletion,
     SubscriptionRecord,
 )
+from servicekit.database import asyncpg_connection
 
 _DUE = [s.value for s in DUE_STATES]
 _TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
@@ -70,6 +76,12 @@ class SqlDeliveryStore:
     async def acquire_due_deliveries(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[ClaimedDelivery]:
+        if self._postgres:
+            async with self.engine.begin() as conn:
+                db = await asyncpg_connection(conn)
+                await db.execute(delivery_pg.INDEX_PATHS_ONLY)
+                rows = await db.fetch(delivery_pg.CLAIM, owner, now, lease_until, limit)
+            return delivery_pg.claimed_of(rows)
         due = (
             select(_D.c.id)
             .join(_S, _S.c.id == _D.c.subscription_id)
@@ -83,58 +95,35 @@ class SqlDeliveryStore:
             .order_by(_D.c.next_attempt_at)
             .limit(limit)
         )
-        lease = {"lease_owner": owner, "lease_expires_at": lease_until}
-        rows: Sequence[Mapping[Any, Any]]
+        stmt = (
+            update(_D)
+            .where(_D.c.id.in_(due.scalar_subquery()))
+            .values(lease_owner=owner, lease_expires_at=lease_until)
+            .returning(*_CLAIMED_COLUMNS)
+        )
         async with self.engine.begin() as conn:
-            if self._postgres:
-                await conn.execute(_INDEX_PATHS_ONLY)
-                picked = due.with_for_update(of=_D, skip_locked=True).cte("picked")
-                claimed = (
-                    update(_D)
-                    .where(_D.c.id == picked.c.id)
-                    .values(**lease)
-                    .returning(*_CLAIMED_COLUMNS)
-                    .cte("claimed")
-                )
-                query = select(
-                    claimed.c.id.label("d_id"),
-                    *(claimed.c[c.name] for c in _CLAIMED_COLUMNS[2:]),
-                    *SUBSCRIPTION_COLUMNS,
-                ).join(_S, _S.c.id == claimed.c.subscription_id)
-                rows = (await conn.execute(query)).mappings().all()
-            else:
-                stmt = (
-                    update(_D)
-                    .where(_D.c.id.in_(due.scalar_subquery()))
-                    .values(**lease)
-                    .returning(*_CLAIMED_COLUMNS)
-                )
-                leased = (await conn.execute(stmt)).mappings().all()
-                if not leased:
-                    return []
-                sub_ids = sorted({r["subscription_id"] for r in leased})
-                subs = {
-                    r["id"]: r
-                    for r in (
-                        await conn.execute(
-                            select(*SUBSCRIPTION_COLUMNS).where(_S.c.id.in_(sub_ids))
-                        )
-                    ).mappings()
-                }
-                # The subscription's columns go last: `id` is the subscription's, as on PostgreSQL.
-                rows = [{**r, **subs[r["subscription_id"]], "d_id": r["id"]} for r in leased]
+            leased = (await conn.execute(stmt)).mappings().all()
+            if not leased:
+                return []
+            sub_ids = sorted({r["subscription_id"] for r in leased})
+            subs = {
+                r["id"]: subscription_record(r)
+                for r in (
+                    await conn.execute(select(*SUBSCRIPTION_COLUMNS).where(_S.c.id.in_(sub_ids)))
+                ).mappings()
+            }
         return [
             ClaimedDelivery(
-                id=r["d_id"],
-                tenant_id=r["tenant_id"],
+                id=r["id"],
+                tenant_id=subs[r["subscription_id"]].tenant_id,
                 event_type=r["event_type"],
                 body=bytes(r["body"]),
                 attempt_count=r["attempt_count"],
                 round_attempts=r["round_attempts"],
                 round_started_at=r["round_started_at"],
-                subscription=subscription_record(r),
+                subscription=subs[r["subscription_id"]],
             )
-            for r in rows
+            for r in leased
         ]
 
     async def extend_delivery_leases(
@@ -178,45 +167,26 @@ class SqlDeliveryStore:
             return CompletionReport(set(), {})
         async with self.engine.begin() as conn:
             if self._postgres:
-                written = await self._write_owned_pg(conn, completions, now)
-            else:
-                written = await self._write_owned_sqlite(conn, completions, now)
-            changes = streak_changes(
-                (c.subscription_id, c.ok, c.attempt.started_at)
-                for c in completions
-                if c.delivery_id in written
-            )
-            failing = await self._apply_streaks(conn, changes)
+                return await self._complete_pg(conn, completions, now)
+            written = await self._write_owned_sqlite(conn, completions, now)
+            failing = await self._apply_streaks(conn, _changes_of(completions, written))
         return CompletionReport(written, failing)
 
-    async def _write_owned_pg(
+    async def _complete_pg(
         self, conn: AsyncConnection, completions: Sequence[DeliveryCompletion], now: datetime
-    ) -> set[str]:
-        rows = [
-            (
-                c.delivery_id,
-                c.owner,
-                c.status,
-                c.next_attempt_at,
-                c.round_started_at,
-                c.last_error,
-                now if c.status in _TERMINAL else None,
-                c.attempt.number,
-                c.attempt.started_at,
-                c.attempt.duration_ms,
-                c.attempt.status_code,
-                c.attempt.error_kind,
-                c.attempt.error_message,
-                c.attempt.response_excerpt,
+    ) -> CompletionReport:
+        db = await asyncpg_connection(conn)
+        rows = await db.fetch(delivery_pg.COMPLETE, *delivery_pg.complete_args(completions, now))
+        written, priors = delivery_pg.split_completed(rows)
+        updates, failing = _streaks_after(_changes_of(completions, written), priors)
+        if updates:
+            await db.execute(
+                delivery_pg.UPDATE_STREAKS,
+                [i for i, _ in updates],
+                [h.failing_since for _, h in updates],
+                [h.consecutive_failures for _, h in updates],
             )
-            for c in sorted(completions, key=lambda c: c.delivery_id)
-        ]
-        params: dict[str, Any] = dict(
-            zip(_COMPLETE_PARAMS, map(list, zip(*rows, strict=True)), strict=True)
-        )
-        params["now"] = now
-        result = await conn.execute(_COMPLETE_PG, params)
-        return {row[0] for row in result}
+        return CompletionReport(written, failing)
 
     async def _write_owned_sqlite(
         self, conn: AsyncConnection, completions: Sequence[DeliveryCompletion], now: datetime
@@ -262,12 +232,12 @@ class SqlDeliveryStore:
         already clear are neither read nor locked (the common case touches no row)."""
         if not changes:
             return {}
-        by_id = {c.subscription_id: c for c in changes}
+        ids = sorted(c.subscription_id for c in changes)
         growing = [c.subscription_id for c in changes if not c.clears]
         query = (
             select(_S.c.id, _S.c.failing_since, _S.c.consecutive_failures)
             .where(
-                _S.c.id.in_(sorted(by_id)),
+                _S.c.id.in_(ids),
                 or_(
                     _S.c.id.in_(growing),
                     _S.c.consecutive_failures > 0,
@@ -276,25 +246,23 @@ class SqlDeliveryStore:
             )
             .order_by(_S.c.id)
         )
-        if self._postgres:
-            query = query.with_for_update(of=_S)
-        updates: list[dict[str, Any]] = []
-        failing: dict[str, EndpointHealth] = {}
-        for row in (await conn.execute(query)).mappings():
-            prior = EndpointHealth(row["failing_since"], row["consecutive_failures"])
-            after = by_id[row["id"]].applied_to(prior)
-            if after != prior:
-                updates.append(
-                    {
-                        "b_id": row["id"],
-                        "failing_since": after.failing_since,
-                        "consecutive_failures": after.consecutive_failures,
-                    }
-                )
-            if after.consecutive_failures:
-                failing[row["id"]] = after
+        priors = {
+            row["id"]: EndpointHealth(row["failing_since"], row["consecutive_failures"])
+            for row in (await conn.execute(query)).mappings()
+        }
+        updates, failing = _streaks_after(changes, priors)
         if updates:
-            await conn.execute(update(_S).where(_S.c.id == bindparam("b_id")), updates)
+            await conn.execute(
+                update(_S).where(_S.c.id == bindparam("b_id")),
+                [
+                    {
+                        "b_id": sub_id,
+                        "failing_since": h.failing_since,
+                        "consecutive_failures": h.consecutive_failures,
+                    }
+                    for sub_id, h in updates
+                ],
+            )
         return failing
 
     async def disable_subscriptions(
@@ -326,76 +294,30 @@ def _attempt_values(c: DeliveryCompletion) -> dict[str, Any]:
     }
 
 
-# For the claim's transaction only: walk the due index in order and look subscriptions up by
-# primary key. Statistics are stale in exactly the case that matters (a burst of new due
-# deliveries), and with them the planner would otherwise bitmap-scan and sort EVERY due row on
-# each claim (~100x slower at 10,000 due).
-_INDEX_PATHS_ONLY = text(
-    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-)
-
-# The completion write on PostgreSQL, one round trip. Each column is an array parameter, so the
-# SQL is the same for every batch (asyncpg prepares it once per connection). `locked` locks, in
-# id order, the deliveries still due and leased to the completion's owner; `written` stores
-# their state (its WHERE re-checks the lease on the newest row version); attempts are inserted
-# for the written deliveries only, so an attempt number can never be written twice.
-_COMPLETE_PG = text(
-    """
-WITH v AS (
-  SELECT * FROM unnest(
-    CAST(:c_id AS text[]), CAST(:c_owner AS text[]), CAST(:c_status AS text[]),
-    CAST(:c_next_attempt_at AS timestamptz[]), CAST(:c_round_started_at AS timestamptz[]),
-    CAST(:c_last_error AS text[]), CAST(:c_finished_at AS timestamptz[]),
-    CAST(:c_number AS int[]), CAST(:c_started_at AS timestamptz[]),
-    CAST(:c_duration_ms AS int[]), CAST(:c_status_code AS int[]),
-    CAST(:c_error_kind AS text[]), CAST(:c_error_message AS text[]),
-    CAST(:c_response_excerpt AS text[])
-  ) AS v(id, owner, status, next_attempt_at, round_started_at, last_error, finished_at,
-         number, started_at, duration_ms, status_code, error_kind, error_message,
-         response_excerpt)
-),
-locked AS (
-  SELECT d.id FROM webhook_deliveries d JOIN v ON v.id = d.id
-  WHERE d.lease_owner = v.owner AND d.status IN ('pending', 'retrying')
-  ORDER BY d.id
-  FOR UPDATE OF d
-),
-written AS (
-  UPDATE webhook_deliveries d SET status = v.status, attempt_count = d.attempt_count + 1,
-    round_attempts = d.round_attempts + 1, round_started_at = v.round_started_at,
-    next_attempt_at = v.next_attempt_at, lease_owner = NULL, lease_expires_at = NULL,
-    last_error = v.last_error, updated_at = :now, finished_at = v.finished_at
-  FROM v
-  WHERE d.id = v.id AND d.id IN (SELECT id FROM locked)
-    AND d.lease_owner = v.owner AND d.status IN ('pending', 'retrying')
-  RETURNING d.id
-),
-attempts_in AS (
-  INSERT INTO delivery_attempts (delivery_id, number, started_at, duration_ms, status_code,
-    error_kind, error_message, response_excerpt)
-  SELECT v.id, v.number, v.started_at, v.duration_ms, v.status_code, v.error_kind,
-    v.error_message, v.response_excerpt
-  FROM v WHERE v.id IN (SELECT id FROM written)
-)
-SELECT id FROM written
-"""
-)
-_COMPLETE_PARAMS = tuple(
-    "c_" + name
-    for name in (
-        "id",
-        "owner",
-        "status",
-        "next_attempt_at",
-        "round_started_at",
-        "last_error",
-        "finished_at",
-        "number",
-        "started_at",
-        "duration_ms",
-        "status_code",
-        "error_kind",
-        "error_message",
-        "response_excerpt",
+def _changes_of(completions: Sequence[DeliveryCompletion], written: set[str]) -> list[StreakChange]:
+    """The streak changes of the written attempts (a dropped completion changes nothing)."""
+    return streak_changes(
+        (c.subscription_id, c.ok, c.attempt.started_at)
+        for c in completions
+        if c.delivery_id in written
     )
-)
+
+
+def _streaks_after(
+    changes: Sequence[StreakChange], priors: Mapping[str, EndpointHealth]
+) -> tuple[list[tuple[str, EndpointHealth]], dict[str, EndpointHealth]]:
+    """Each change applied to its endpoint's prior streak (`priors`: the rows read and locked,
+    which include every endpoint whose streak grows; one missing was clear and stays so).
+    Returns the streaks that changed, in id order, and those still failing."""
+    updates: list[tuple[str, EndpointHealth]] = []
+    failing: dict[str, EndpointHealth] = {}
+    for change in sorted(changes, key=lambda c: c.subscription_id):
+        prior = priors.get(change.subscription_id)
+        if prior is None:
+            continue
+        after = change.applied_to(prior)
+        if after != prior:
+            updates.append((change.subscription_id, after))
+        if after.consecutive_failures:
+            failing[change.subscription_id] = after
+    return updates, failing

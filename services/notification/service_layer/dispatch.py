@@ -70,6 +70,8 @@ ENDPOINTS_DISABLED = Counter(
     "notification_endpoints_disabled_total", "Subscriptions disabled by the health rule"
 )
 DISABLED_REASON = "endpoint_failing"
+_ENDPOINT_KEYS_SIZE = 4096
+"""Endpoint keys (host:port) remembered per subscription URL (emptied when full)."""
 
 
 class DeliveryClient(Protocol):
@@ -97,6 +99,17 @@ DeliveryLease = Lease[ClaimedDelivery, Written]
 def _count_dropped(written: int, dropped: int) -> None:
     if dropped:
         COMPLETIONS_DROPPED.inc(dropped)
+
+
+_attempts_by_outcome: dict[str, Counter] = {}
+
+
+def _count_attempt(outcome: str) -> None:
+    # `labels()` locks and builds its key on each call; the children are few and permanent.
+    child = _attempts_by_outcome.get(outcome)
+    if child is None:
+        child = _attempts_by_outcome[outcome] = ATTEMPTS.labels(outcome)
+    child.inc()
 
 
 class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
@@ -128,6 +141,7 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
         self.settings = settings or DispatchSettings()
         self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
         self.rng = rng or random.Random()
+        self._endpoint_keys: dict[str, str] = {}
         self.pipeline: LeasedPipeline[ClaimedDelivery, Written] = LeasedPipeline(
             self,
             clock,
@@ -145,17 +159,24 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[DeliveryLease]:
         claimed = await self.store.acquire_due_deliveries(owner, now, lease_until, limit)
-        secrets: dict[str, list[str]] = {}  # one decryption per subscription per claim
-        keys: dict[str, str] = {}
+        secrets: dict[str, list[str]] = {}  # one look-up per subscription per claim
         leases: list[DeliveryLease] = []
         for c in claimed:
             sub = c.subscription
-            if sub.id not in secrets:
-                secrets[sub.id] = self.subscriptions.signing_secrets(sub, now)
-                keys[sub.id] = endpoint_key(sub.url)
-            attempt = self._attempt_of(c, owner, secrets[sub.id])
-            leases.append(Lease.attempt(c.id, c, keys[sub.id], attempt))
+            sub_secrets = secrets.get(sub.id)
+            if sub_secrets is None:
+                sub_secrets = secrets[sub.id] = self.subscriptions.signing_secrets(sub, now)
+            attempt = self._attempt_of(c, owner, sub_secrets)
+            leases.append(Lease.attempt(c.id, c, self._endpoint_key(sub.url), attempt))
         return leases
+
+    def _endpoint_key(self, url: str) -> str:
+        key = self._endpoint_keys.get(url)
+        if key is None:
+            if len(self._endpoint_keys) >= _ENDPOINT_KEYS_SIZE:
+                self._endpoint_keys.clear()
+            key = self._endpoint_keys[url] = endpoint_key(url)
+        return key
 
     def _attempt_of(
         self, claimed: ClaimedDelivery, owner: str, secrets: list[str]
@@ -173,7 +194,7 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
                 )
             )
             completion = self._completion(claimed, owner, result)
-            ATTEMPTS.labels(completion.status).inc()
+            _count_attempt(completion.status)
             ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
             return completion
 
@@ -183,38 +204,37 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
         self, claimed: ClaimedDelivery, owner: str, result: DeliveryResult
     ) -> DeliveryCompletion:
         round_started = claimed.round_started_at or result.started_at
-        attempt = AttemptRecord.of(claimed.attempt_count + 1, result)
-
-        def done(
-            status: DeliveryStatus, next_at: datetime | None = None, error: str | None = None
-        ) -> DeliveryCompletion:
-            return DeliveryCompletion(
-                delivery_id=claimed.id,
-                subscription_id=claimed.subscription.id,
-                owner=owner,
-                attempt=attempt,
-                ok=result.ok,
-                status=status.value,
-                next_attempt_at=next_at,
-                round_started_at=round_started,
-                last_error=error,
-            )
-
+        next_at = None
+        error = None
         if result.ok:
-            return done(DeliveryStatus.SUCCEEDED)
-        error = bound_error_message(f"{result.error_kind}: {result.error_message}")
-        delay = None
-        now = self.clock()
-        if result.retryable:
-            delay = self.backoff.next_delay(
-                claimed.round_attempts + 1,
-                (now - round_started).total_seconds(),
-                retry_after=result.retry_after_seconds,
-                rng=self.rng,
-            )
-        if delay is None:
-            return done(DeliveryStatus.DEAD, error=error)
-        return done(DeliveryStatus.RETRYING, now + timedelta(seconds=delay), error)
+            status = DeliveryStatus.SUCCEEDED
+        else:
+            error = bound_error_message(f"{result.error_kind}: {result.error_message}")
+            delay = None
+            now = self.clock()
+            if result.retryable:
+                delay = self.backoff.next_delay(
+                    claimed.round_attempts + 1,
+                    (now - round_started).total_seconds(),
+                    retry_after=result.retry_after_seconds,
+                    rng=self.rng,
+                )
+            if delay is None:
+                status = DeliveryStatus.DEAD
+            else:
+                status = DeliveryStatus.RETRYING
+                next_at = now + timedelta(seconds=delay)
+        return DeliveryCompletion(
+            delivery_id=claimed.id,
+            subscription_id=claimed.subscription.id,
+            owner=owner,
+            attempt=AttemptRecord.of(claimed.attempt_count + 1, result),
+            ok=result.ok,
+            status=status.value,
+            next_attempt_at=next_at,
+            round_started_at=round_started,
+            last_error=error,
+        )
 
     async def write(self, batch: Sequence[Written]) -> set[str]:
         """Write the releases, then the completions (compare-and-set on their leases), then the

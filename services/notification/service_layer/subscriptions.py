@@ -29,6 +29,11 @@ def _aad(sub_id: str) -> bytes:
     return sub_id.encode()
 
 
+PLAINTEXT_CACHE_SIZE = 4096
+"""Decrypted signing secrets kept by the dispatcher's process (one per ciphertext and
+subscription), so that a claim does not decrypt each endpoint's secret again."""
+
+
 class SubscriptionService:
     def __init__(
         self,
@@ -48,6 +53,7 @@ class SubscriptionService:
         self.allowed_ports = allowed_ports
         self.grace = timedelta(seconds=secret_grace_seconds)
         self.known_event_types = tuple(known_event_types)
+        self._plaintexts: dict[tuple[str, str], str] = {}
 
     def _check_url(self, url: str) -> None:
         # Raises webhookdeliver.InvalidTargetURL; the API maps it to a 422 naming `url`.
@@ -142,12 +148,23 @@ class SubscriptionService:
 
     def signing_secrets(self, sub: SubscriptionRecord, now: datetime) -> list[str]:
         """Newest first; the previous secret only while its grace period lasts."""
-        secrets = [self.box.decrypt(sub.secret_enc, _aad(sub.id))]
+        secrets = [self._decrypt(sub.secret_enc, sub.id)]
         if (
             sub.previous_secret_enc is not None
             and sub.previous_secret_expires_at is not None
             and now < sub.previous_secret_expires_at
         ):
-            secrets.append(self.box.decrypt(sub.previous_secret_enc, _aad(sub.id)))
+            secrets.append(self._decrypt(sub.previous_secret_enc, sub.id))
         return secrets
 
+    def _decrypt(self, ciphertext: str, sub_id: str) -> str:
+        # A ciphertext never changes its plaintext (rotation writes a new one): caching it is
+        # safe, and bounded (emptied when full: a rare re-decryption, no bookkeeping per hit).
+        key = (ciphertext, sub_id)
+        plain = self._plaintexts.get(key)
+        if plain is None:
+            plain = self.box.decrypt(ciphertext, _aad(sub_id))
+            if len(self._plaintexts) >= PLAINTEXT_CACHE_SIZE:
+                self._plaintexts.clear()
+            self._plaintexts[key] = plain
+        return plain

@@ -3,6 +3,8 @@ trips by tenant."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Lag buckets from "on time" to "a minute behind": the DESIGN target is p99 <= 1 s.
@@ -25,6 +27,7 @@ class WorkerMetrics:
             "Runs due now and not yet claimed (queue depth).",
             registry=registry,
         )
+        self._attempt_children: dict[str, Any] = {}
         self.attempts = Counter(
             "scheduler_delivery_attempts",
             "Delivery attempts by outcome (succeeded or the error kind).",
@@ -61,7 +64,12 @@ class WorkerMetrics:
         self.lag.observe(max(seconds, 0.0))
 
     def attempt(self, outcome: str) -> None:
-        self.attempts.labels(outcome=outcome).inc()
+        # One child per outcome (a closed set: succeeded and the error kinds), looked up once:
+        # `labels()` validates and locks on every call, and this runs per attempt.
+        child = self._attempt_children.get(outcome)
+        if child is None:
+            child = self._attempt_children[outcome] = self.attempts.labels(outcome=outcome)
+        child.inc()
 
     def breaker_tripped(self, tenant_id: str) -> None:
         self.breaker_trips.labels(tenant_id=tenant_id).inc()

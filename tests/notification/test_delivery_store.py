@@ -1,0 +1,161 @@
+"""`SqlDeliveryStore` on both dialects (PostgreSQL: the asyncpg statements of delivery_pg.py):
+what a claim returns, a completion whose lease was taken over is dropped with its attempt and
+its streak change, and the streaks a batch writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from notification.adapters.delivery_store import SqlDeliveryStore
+from notification.adapters.tables import delivery_attempts, subscriptions, webhook_deliveries
+from notification.bootstrap import Container, bootstrap
+from notification.domain.deliveries import EndpointHealth
+from notification.service_layer.ports import DeliveryCompletion, SubscriptionRecord
+from tests.notification.conftest import make_settings
+from tests.notification.replica_fault import create_endpoints, insert_due_deliveries
+from webhookdeliver import AttemptRecord
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Setup:
+    c: Container
+    store: SqlDeliveryStore
+    subs: list[SubscriptionRecord]
+    ids: list[str]
+
+
+@pytest.fixture
+async def setup(db_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
+    settings = make_settings(tmp_path, db_url)
+    subs = await create_endpoints(settings, "http://127.0.0.1:9/hook", 3)
+    ids = await insert_due_deliveries(settings, subs, 6)  # delivery i is for subs[i % 3]
+    c = bootstrap(settings)
+    try:
+        yield Setup(c, SqlDeliveryStore(c.engine), subs, ids)
+    finally:
+        await c.aclose()
+
+
+def completion(
+    delivery_id: str, sub_id: str, owner: str, ok: bool, started_at: datetime
+) -> DeliveryCompletion:
+    return DeliveryCompletion(
+        delivery_id=delivery_id,
+        subscription_id=sub_id,
+        owner=owner,
+        attempt=AttemptRecord(
+            number=1,
+            started_at=started_at,
+            duration_ms=5,
+            status_code=200 if ok else 500,
+            error_kind=None if ok else "http_status",
+            error_message=None if ok else "HTTP 500",
+            response_excerpt="ok" if ok else "boom",
+        ),
+        ok=ok,
+        status="succeeded" if ok else "retrying",
+        next_attempt_at=None if ok else started_at + timedelta(seconds=30),
+        round_started_at=started_at,
+        last_error=None if ok else "http_status: HTTP 500",
+    )
+
+
+async def streaks(s: Setup) -> dict[str, tuple[datetime | None, int]]:
+    q = sa.select(
+        subscriptions.c.id, subscriptions.c.failing_since, subscriptions.c.consecutive_failures
+    )
+    async with s.c.engine.connect() as conn:
+        return {r.id: (r.failing_since, r.consecutive_failures) for r in await conn.execute(q)}
+
+
+async def test_claim_returns_each_delivery_with_its_subscription(setup: Setup) -> None:
+    s = setup
+    now = datetime.now(UTC)
+    claimed = await s.store.acquire_due_deliveries("own_a", now, now + timedelta(minutes=1), 10)
+    assert sorted(c.id for c in claimed) == s.ids
+    by_sub = {sub.id: sub for sub in s.subs}
+    for c in claimed:
+        i = s.ids.index(c.id)
+        assert c.subscription == by_sub[s.subs[i % 3].id]
+        assert c.subscription.event_types == ["schedule.*"]
+        assert c.tenant_id == s.subs[i % 3].tenant_id
+        assert c.body == b'{"type": "schedule.triggered", "data": {"i": %d}}' % i
+        assert isinstance(c.body, bytes)
+        assert (c.event_type, c.attempt_count, c.round_attempts) == ("schedule.triggered", 0, 0)
+        assert c.round_started_at is None
+    # Leased: a second claim before the lease ends finds nothing.
+    assert await s.store.acquire_due_deliveries("own_b", now, now + timedelta(minutes=1), 10) == []
+
+
+async def test_a_completion_whose_lease_was_taken_over_is_dropped(setup: Setup) -> None:
+    s = setup
+    now = datetime.now(UTC)
+    mine = await s.store.acquire_due_deliveries("own_a", now, now + timedelta(seconds=5), 10)
+    later = now + timedelta(seconds=10)  # A's leases ran out; B claims one of them
+    [taken] = await s.store.acquire_due_deliveries("own_b", later, later + timedelta(minutes=1), 1)
+
+    # A's late results: all failed. The taken-over one is not written, nor its attempt, nor
+    # its failure counted on its endpoint (its endpoint has no other delivery in the batch).
+    batch = [
+        completion(c.id, c.subscription.id, "own_a", False, T0)
+        for c in mine
+        if c.id == taken.id or c.subscription.id != taken.subscription.id
+    ]
+    report = await s.store.complete_deliveries(batch, later)
+    assert report.written == {c.delivery_id for c in batch} - {taken.id}
+    assert set(report.failing) == {c.subscription_id for c in batch} - {taken.subscription.id}
+    assert all(h == EndpointHealth(T0, 2) for h in report.failing.values())  # two each
+    assert (await streaks(s))[taken.subscription.id] == (None, 0)
+    async with s.c.engine.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(webhook_deliveries).where(webhook_deliveries.c.id == taken.id)
+            )
+        ).one()
+        attempted = set((await conn.execute(sa.select(delivery_attempts.c.delivery_id))).scalars())
+    assert (row.status, row.attempt_count, row.lease_owner) == ("pending", 0, "own_b")
+    assert attempted == report.written
+
+    # The new holder's completion stands.
+    done = await s.store.complete_deliveries(
+        [completion(taken.id, taken.subscription.id, "own_b", True, T0)], later
+    )
+    assert done.written == {taken.id}
+
+
+async def test_streaks_of_one_batch(setup: Setup) -> None:
+    s = setup
+    a, b, c = (sub.id for sub in s.subs)
+    now = datetime.now(UTC)
+    claimed = {
+        x.id: x
+        for x in await s.store.acquire_due_deliveries("own", now, now + timedelta(minutes=1), 10)
+    }
+    d = s.ids  # d[0], d[3] for a; d[1], d[4] for b; d[2], d[5] for c
+    assert set(claimed) == set(d)
+    # c starts failing in a batch of its own.
+    first = await s.store.complete_deliveries([completion(d[2], c, "own", False, T0)], now)
+    assert first.failing == {c: EndpointHealth(T0, 1)}
+
+    t1, t2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)
+    report = await s.store.complete_deliveries(
+        [
+            completion(d[0], a, "own", False, t1),  # a: a new streak
+            completion(d[3], a, "own", False, t2),
+            completion(d[1], b, "own", False, t1),  # b: failed, then succeeded: clear
+            completion(d[4], b, "own", True, t2),
+            completion(d[5], c, "own", True, t1),  # c: a success clears its streak
+        ],
+        now,
+    )
+    assert report.written == {d[0], d[3], d[1], d[4], d[5]}
+    assert report.failing == {a: EndpointHealth(t1, 2)}
+    assert await streaks(s) == {a: (t1, 2), b: (None, 0), c: (None, 0)}
