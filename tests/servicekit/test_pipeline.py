@@ -169,7 +169,7 @@ async def until(cond: object, what: str) -> None:
 
 def test_held_limit_and_refill_room() -> None:
     s = PipelineSettings(concurrency=64, claim_batch=100)
-    assert (s.held_limit, s.refill_room) == (128, 32)  # half the 64 held beyond the slots
+    assert (s.held_limit, s.refill_room) == (256, 50)  # half a batch: 192 held beyond the slots
     assert PipelineSettings(concurrency=4, max_claimed=50, claim_batch=10).refill_room == 5
     assert PipelineSettings(concurrency=8, max_claimed=8).refill_room == 1  # at least one
     with pytest.raises(ValueError, match="concurrency"):
@@ -191,8 +191,8 @@ def test_a_lease_has_either_an_attempt_or_a_completion() -> None:
 async def test_pump_leases_under_a_fresh_owner_and_drain_writes_every_result() -> None:
     clock = Clock()
     store = FakeStore(clock, due=items(5))
-    p, written = make(store, concurrency=2, claim_batch=3, lease_seconds=30)
-    assert await p.pump() == (3, 3)  # room 4 (2 x concurrency), batch 3
+    p, written = make(store, concurrency=2, max_claimed=4, claim_batch=3, lease_seconds=30)
+    assert await p.pump() == (3, 3)  # room 4, batch 3
     assert p.held == 3
     assert await p.pump() == (1, 1)  # the room left
     assert await p.pump() == (0, 0)  # full: not even asked
