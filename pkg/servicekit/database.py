@@ -152,6 +152,14 @@ def create_bounded_engine(
     return engine
 
 
+INDEX_PATHS_ONLY_SQL = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+)
+"""The dispatchers' claim transactions on PostgreSQL (SET LOCAL, one round trip): index paths
+only. Statistics are stale in exactly the case that matters, a burst of new due rows, and with
+them the planner bitmap- or sequential-scanned every due row on each claim (measured: 80 ms per
+claim of 78 runs during a 10,000-run burst; ~100x slower at 10,000 due deliveries)."""
+
 PING_AFTER_IDLE_SECONDS = 5.0
 """A pooled connection idle for longer is pinged at checkout (a dead one is replaced there)."""
 

@@ -44,9 +44,7 @@ class NotificationSettings(BaseSettings):
     )
     db_pool_timeout_seconds: float = Field(default=_DB.pool_timeout_seconds, gt=0, le=300)
     # A worker loop's step taking longer is cancelled; /readyz is 503 while a loop is overdue.
-    worker_step_timeout_seconds: float = Field(
-        default=DEFAULT_STEP_TIMEOUT_SECONDS, gt=0, le=3600
-    )
+    worker_step_timeout_seconds: float = Field(default=DEFAULT_STEP_TIMEOUT_SECONDS, gt=0, le=3600)
     # 32 random bytes, URL-safe base64; encrypts subscription secrets at rest. Previous keys
     # (comma-separated) still decrypt, so the key can rotate without re-encrypting at once.
     secret_key: SecretStr | None = None

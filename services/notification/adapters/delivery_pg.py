@@ -19,16 +19,13 @@ from notification.service_layer.ports import (
     DeliveryCompletion,
     SubscriptionRecord,
 )
+from servicekit.database import INDEX_PATHS_ONLY_SQL
 
 _TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
 
 # For the claim's transaction only: walk the due index in order and look subscriptions up by
-# primary key. Statistics are stale in exactly the case that matters (a burst of new due
-# deliveries), and with them the planner would otherwise bitmap-scan and sort EVERY due row on
-# each claim (~100x slower at 10,000 due). No parameters: one simple-protocol round trip.
-INDEX_PATHS_ONLY = (
-    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-)
+# primary key (servicekit.database.INDEX_PATHS_ONLY_SQL says why).
+INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
 
 _SUBSCRIPTION_COLUMNS = (
     "id",
@@ -113,11 +110,13 @@ def claimed_of(rows: Sequence[Any]) -> list[ClaimedDelivery]:
 # The completion write, one round trip: the deliveries and their attempts, then the endpoint
 # health rows the streak rule needs. $1-$14 one array per completion column (id order),
 # $15 now, $16 the batch's subscriptions, $17 those with a failed attempt in the batch.
-# `locked` locks, in id order, the deliveries still due and leased to the completion's owner;
-# `written` stores their state (its WHERE re-checks the lease on the newest row version);
-# attempts are inserted for the written deliveries only, so an attempt number can never be
-# written twice. `health` then locks, in id order, the subscriptions whose streak may change:
-# those with a failed attempt and those not clear (a success on a clear endpoint changes
+# `locked` locks, in id order, the deliveries still due and leased to the completion's owner,
+# probing the primary key with the batch's ids (joined on v alone, a planner may read every
+# leased delivery through the due index instead); `written` stores their state (its WHERE
+# re-checks the lease on the newest row version); attempts are inserted for the written
+# deliveries only, so an attempt number can never be written twice.
+# `health` then locks, in id order, the subscriptions whose streak may change: those with a
+# failed attempt and those not clear (a success on a clear endpoint changes
 # nothing, so the common case locks no subscription). The result's `written` rows come first
 # (UNION ALL runs its branches in order: deliveries are locked before subscriptions, as in the
 # SQLite path); `w` tells the two kinds apart.
@@ -133,7 +132,7 @@ WITH v AS (
 ),
 locked AS (
   SELECT d.id FROM webhook_deliveries d JOIN v ON v.id = d.id
-  WHERE d.lease_owner = v.owner AND d.{DUE_STATUSES_SQL}
+  WHERE d.id = ANY($1::text[]) AND d.lease_owner = v.owner AND d.{DUE_STATUSES_SQL}
   ORDER BY d.id
   FOR UPDATE OF d
 ),

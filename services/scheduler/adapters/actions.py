@@ -58,11 +58,11 @@ class WebhookAction:
             Delivery(
                 url=spec.target.url,
                 body=payload_bytes(run),
-                secrets=list(spec.secrets),
+                secrets=spec.secrets,
                 webhook_id=run.id,
                 event_type=EVENT_TYPE_TRIGGERED,
                 attempt=attempt_number,
-                headers=dict(spec.target.headers),
+                headers=spec.target.headers,
                 timeout_seconds=float(spec.target.timeout_seconds),
                 context_headers=occurrence_headers(
                     schedule_id=run.schedule_id,

@@ -4,20 +4,25 @@ all-succeeded schedules, and on PostgreSQL costs one statement per settle."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.run_tables import delivery_attempts
+from scheduler.adapters.db.runs.settle import settle_params
+from scheduler.adapters.db.runs.sql_postgres import WRITE_OWNED_SQL
 from scheduler.adapters.db.tables import outbox, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.settle import Completion, settle_completions
+from servicekit.database import asyncpg_connection
 from tests.scheduler.runs.conftest import T0, add_schedule
 from tests.scheduler.runs.dispatch_helpers import rows, run_rows, schedule_row
 
@@ -265,3 +270,34 @@ async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
     assert {r.status for r in await run_rows(container)} == {"succeeded"}
     assert len(await rows(container, delivery_attempts)) == 1100
     assert len(await rows(container, outbox)) == 1100
+
+
+async def test_a_settle_reads_its_own_runs_not_every_leased_one(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> None:
+    """Other workers hold 1,500 leases: the settle of 10 runs locks them through the primary key
+    (EXPLAIN), never through ix_runs_lease over all 1,510 in_progress runs."""
+    if container.engine.dialect.name != "postgresql":
+        pytest.skip("EXPLAIN of the PostgreSQL statement")
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    others = [_run(s.id, n) for n in range(1500)]
+    await _claimed(uows, others, owner="w:other")
+    mine = [_run(s.id, n) for n in range(1500, 1510)]
+    held = await _claimed(uows, mine)
+    async with container.engine.begin() as conn:
+        await conn.execute(sa.text("ANALYZE runs"))
+    completions = []
+    for r in mine:
+        held[r.id].record_attempt("w:1", OK, AT, None)
+        completions.append(Completion.of(held[r.id], "w:1"))
+    params = settle_params(completions)
+    async with container.engine.connect() as conn:
+        await conn.begin()
+        db = await asyncpg_connection(conn)
+        plan = "\n".join(
+            r[0] for r in await db.fetch("EXPLAIN (ANALYZE, COSTS OFF) " + WRITE_OWNED_SQL, *params)
+        )
+        await conn.rollback()
+    assert "ix_runs_lease" not in plan, plan
+    most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
+    assert most <= 10, plan

@@ -92,7 +92,7 @@ class Claims(RunSql):
             )
             rows += taken
             claimed += await self._count_lost_attempts(
-                [claims_pg.run_of(r) for r in taken],
+                [claims_pg.run_of(r, owner, now, lease_until) for r in taken],
                 {r["id"]: (r["next_attempt_at"], r["lease_expires_at"]) for r in expired},
                 now,
             )
@@ -104,14 +104,14 @@ class Claims(RunSql):
             left = limit - len(claimed)
             got = await db.fetch(claims_pg.FAIR, owner, lease_until, now, left, FAIR_TENANT_SCAN)
             rows += got
-            claimed += map(claims_pg.run_of, got)
+            claimed += (claims_pg.run_of(r, owner, now, lease_until) for r in got)
         # Another replica locked some of the fair choice: the oldest due runs nobody holds, so
         # replicas never idle while work is due; then the backfill lane.
         for lane in (claims_pg.OLDEST_LIVE, claims_pg.OLDEST_BACKFILL):
             if len(claimed) < limit:
                 got = await db.fetch(lane, owner, lease_until, now, limit - len(claimed))
                 rows += got
-                claimed += map(claims_pg.run_of, got)
+                claimed += (claims_pg.run_of(r, owner, now, lease_until) for r in got)
         return claimed, claims_pg.specs_of(rows, self.box, now)
 
     def _fair_choice_sqlite(self, now: datetime, limit: int) -> sa.Select[Any]:

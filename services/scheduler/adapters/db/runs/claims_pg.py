@@ -18,33 +18,28 @@ from scheduler.adapters.db.run_tables import BACKFILL_DUE_SQL, LEASED_SQL, LIVE_
 from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL, INDEX_PATHS_ONLY_SQL
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
-from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.run import Run, RunStatus, Trigger
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 from servicekit.json_encoding import parse_json
 
+# What a claim does not set (it sets status, the lease, next_attempt_at; a claimable run has no
+# skip reason and no finish): decoding every returned value costs ~0.25 us of client CPU.
 RUN_COLUMNS = (
     "id",
     "tenant_id",
     "schedule_id",
     "scheduled_for",
     "trigger",
-    "status",
-    "skip_reason",
     "attempt_count",
-    "next_attempt_at",
     "started_at",
-    "finished_at",
     "created_at",
     "payload",
-    "lease_owner",
-    "lease_expires_at",
     "due_at",
     "backfill_id",
 )
 SPEC_COLUMNS = (
     "id",
-    "tenant_id",
     "name",
     "action",
     "state",
@@ -105,9 +100,9 @@ OLDEST_BACKFILL = _claim(_oldest(BACKFILL_DUE_SQL))
 INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
 
 
-def run_of(r: Any) -> Run:
-    """A claimed row as the domain's Run (asyncpg returns aware UTC datetimes for timestamptz)."""
-    skip = r["skip_reason"]
+def run_of(r: Any, owner: str, now: datetime, lease_until: datetime) -> Run:
+    """A claimed row as the domain's Run, in_progress under `owner`'s lease as the claim left it
+    (asyncpg returns aware UTC datetimes for timestamptz)."""
     payload = r["payload"]
     return Run(
         id=r["id"],
@@ -115,16 +110,14 @@ def run_of(r: Any) -> Run:
         schedule_id=r["schedule_id"],
         scheduled_for=r["scheduled_for"],
         trigger=Trigger(r["trigger"]),
-        status=RunStatus(r["status"]),
-        skip_reason=None if skip is None else SkipReason(skip),
+        status=RunStatus.IN_PROGRESS,
         attempt_count=r["attempt_count"],
-        next_attempt_at=r["next_attempt_at"],
+        next_attempt_at=now,
         started_at=r["started_at"],
-        finished_at=r["finished_at"],
         created_at=r["created_at"],
         payload=None if payload is None else parse_json(payload),
-        lease_owner=r["lease_owner"],
-        lease_expires_at=r["lease_expires_at"],
+        lease_owner=owner,
+        lease_expires_at=lease_until,
         due_at=r["due_at"],
         backfill_id=r["backfill_id"],
     )
@@ -145,7 +138,7 @@ def specs_of(rows: Sequence[Any], box: SecretBox, now: datetime) -> dict[str, De
         target = None if r["s_target"] is None else parse_json(r["s_target"])
         out[sid] = DeliverySpec(
             schedule_id=sid,
-            tenant_id=r["s_tenant_id"],
+            tenant_id=r["tenant_id"],  # the run's: a run belongs to its schedule's tenant
             name=r["s_name"],
             action=Action(r["s_action"]),
             # A completed schedule's runs already planned finish normally (DESIGN §7a).

@@ -26,6 +26,45 @@ _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 _UTC = UTCDateTime()
 
 
+def settle_params(completions: Sequence[Completion]) -> tuple[str, str, str]:
+    """pg.WRITE_OWNED_SQL's three parameters: the runs', the attempts' and the events' rows."""
+    runs_ = [
+        (
+            c.run.id,
+            c.owner,
+            c.run.status.value,
+            None if c.run.skip_reason is None else c.run.skip_reason.value,
+            c.run.attempt_count,
+            c.run.next_attempt_at,
+            c.run.started_at,
+            c.run.finished_at,
+            c.run.lease_owner,
+            c.run.lease_expires_at,
+        )
+        for c in completions
+    ]
+    attempts = [
+        (
+            a.run_id,
+            a.number,
+            a.started_at,
+            a.duration_ms,
+            a.status_code,
+            a.error_kind,
+            a.error_message,
+            a.response_excerpt,
+        )
+        for c in completions
+        for a in c.attempts
+    ]
+    events = [
+        (c.run.id, *(row[column] for column in OUTBOX_COLUMNS))
+        for c in completions
+        for row in map(outbox_row, c.events)
+    ]
+    return _json_rows(runs_), _json_rows(attempts), _json_rows(events)
+
+
 def _json_rows(rows: Sequence[tuple[Any, ...]]) -> str:
     """Rows as a JSON array of arrays (aware datetimes as RFC 3339 with their offset, which
     PostgreSQL reads back exactly as timestamptz)."""
@@ -44,44 +83,8 @@ class Settle(RunSql):
         """ONE statement (pg.WRITE_OWNED_SQL) on asyncpg directly, its rows as three JSON
         arrays (the SQL is the same for every batch: asyncpg prepares it once per
         connection)."""
-        run_rows = [
-            (
-                c.run.id,
-                c.owner,
-                c.run.status.value,
-                None if c.run.skip_reason is None else c.run.skip_reason.value,
-                c.run.attempt_count,
-                c.run.next_attempt_at,
-                c.run.started_at,
-                c.run.finished_at,
-                c.run.lease_owner,
-                c.run.lease_expires_at,
-            )
-            for c in completions
-        ]
-        attempt_rows = [
-            (
-                a.run_id,
-                a.number,
-                a.started_at,
-                a.duration_ms,
-                a.status_code,
-                a.error_kind,
-                a.error_message,
-                a.response_excerpt,
-            )
-            for c in completions
-            for a in c.attempts
-        ]
-        event_rows = [
-            (c.run.id, *(row[column] for column in OUTBOX_COLUMNS))
-            for c in completions
-            for row in map(outbox_row, c.events)
-        ]
         db = await asyncpg_connection(self.conn)
-        written = await db.fetch(
-            pg.WRITE_OWNED_SQL, *(_json_rows(rows) for rows in (run_rows, attempt_rows, event_rows))
-        )
+        written = await db.fetch(pg.WRITE_OWNED_SQL, *settle_params(completions))
         return {row[0] for row in written}
 
     async def _write_owned_sqlite(self, completions: Sequence[Completion]) -> set[str]:

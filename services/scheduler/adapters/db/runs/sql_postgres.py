@@ -8,6 +8,7 @@ import re
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
 from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
+from servicekit import database as servicekit_database
 
 
 def positional(sql: str, names: dict[str, str]) -> str:
@@ -17,16 +18,13 @@ def positional(sql: str, names: dict[str, str]) -> str:
     return out
 
 
-# The claim's planner settings: index paths only. DUE_RECHECK_SQL (the runs due in either lane,
-# the six statuses being a closed set) is written so PostgreSQL cannot prove a due index's
-# predicate from it: the claim's per-row re-check must go through the primary key. With stale
-# statistics (right after a burst of new due runs) the planner otherwise chose the due index for
-# it and scanned every due run once per claimed run (measured: 4,100 rows filtered per run,
-# 80 ms per claim of 78 runs during a 10,000-run burst).
-# SET LOCAL for both in one round trip (is_local = true: this transaction only).
-INDEX_PATHS_ONLY_SQL = (
-    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-)
+# The claim's planner settings (servicekit.database.INDEX_PATHS_ONLY_SQL): index paths only.
+# DUE_RECHECK_SQL (the runs due in either lane, the six statuses being a closed set) is written so
+# PostgreSQL cannot prove a due index's predicate from it: the claim's per-row re-check must go
+# through the primary key. With stale statistics (right after a burst of new due runs) the
+# planner otherwise chose the due index for it and scanned every due run once per claimed run
+# (measured: 4,100 rows filtered per run, 80 ms per claim of 78 runs during a 10,000-run burst).
+INDEX_PATHS_ONLY_SQL = servicekit_database.INDEX_PATHS_ONLY_SQL
 
 
 # The tenant-fair choice of a claim: the ids of up to :limit live due runs, locked (SKIP
@@ -100,13 +98,15 @@ FAIR_CHOICE_SQL = positional(
 # The settle write on PostgreSQL, one round trip: its three inputs are JSON arrays of rows (each
 # row an array, columns in the order of RUN_COLUMNS, ATTEMPT_COLUMNS, EVENT_COLUMNS): one text
 # parameter each, which asyncpg sends as it is, where 25 array parameters cost ~7 us of client
-# CPU per run to encode (measured; PostgreSQL's side is the same either way). `locked` locks the
-# runs still leased to the completion's owner, in id order (no deadlock with another settle or
-# a lease extension); `written` stores their state (its WHERE re-checks the lease on the newest
-# row version); attempts and outbox rows are inserted for the written runs only, in completion
-# order; `reset` is the breaker's all-succeeded case (on SQLite
-# `Settle._reset_consecutive_failures`). Data-modifying CTEs always run to completion, whether or
-# not the final SELECT reads them.
+# CPU per run to encode (measured; PostgreSQL's side is the same either way).
+# - `locked` locks the runs still leased to the completion's owner, in id order (no deadlock
+#   with another settle or a lease extension), probing the primary key with the batch's ids
+#   (joined on v alone, the planner read every in_progress run, all replicas' leases, through
+#   ix_runs_lease on each settle);
+# - `written` stores their state (its WHERE re-checks the lease on the newest row version);
+# - attempts and outbox rows are inserted for the written runs only, in completion order;
+# - `reset` is the breaker's all-succeeded case (on SQLite `Settle._reset_consecutive_failures`).
+# Data-modifying CTEs always run to completion, whether or not the final SELECT reads them.
 RUN_COLUMNS = (
     ("id", "text"),
     ("owner", "text"),
@@ -146,7 +146,8 @@ WRITE_OWNED_SQL = f"""
 WITH v AS ({_rows("$1", RUN_COLUMNS)}),
 locked AS (
   SELECT runs.id FROM runs JOIN v ON v.id = runs.id
-  WHERE runs.status = 'in_progress' AND runs.lease_owner = v.owner
+  WHERE runs.id = ANY(ARRAY(SELECT id FROM v))
+    AND runs.status = 'in_progress' AND runs.lease_owner = v.owner
   ORDER BY runs.id
   FOR UPDATE OF runs
 ),
