@@ -198,7 +198,10 @@ async def asyncpg_connection(conn: AsyncConnection) -> Any:
     connection's isolation level), and commit, rollback and the bounds (`command_timeout`, the
     server-side timeouts) apply to them unchanged."""
     raw = await conn.get_raw_connection()
-    adapted: Any = raw.dbapi_connection
-    if conn.in_transaction() and getattr(adapted, "_transaction", None) is None:
+    driver: Any = raw.driver_connection
+    if conn.in_transaction() and not driver.is_in_transaction():
+        adapted: Any = raw.dbapi_connection
         await adapted._start_transaction()  # what SQLAlchemy's asyncpg adapter does lazily
-    return raw.driver_connection
+        if not driver.is_in_transaction():  # never run a claim's locks in autocommit
+            raise RuntimeError("the unit of work's transaction did not begin on asyncpg")
+    return driver

@@ -42,7 +42,7 @@ class Slots:
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # handed a slot as the cancellation came: pass it on
-            else:
+            elif waiter in self._waiters:  # a release may have skipped (and dropped) it already
                 self._waiters.remove(waiter)
             raise
 

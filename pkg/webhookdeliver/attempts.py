@@ -26,21 +26,29 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
+def storable_text(text: str) -> str:
+    """`text` with each NUL replaced by U+FFFD (as undecodable bytes are): PostgreSQL's text
+    cannot hold NUL, and one endpoint answering with a NUL byte must not fail the whole batch of
+    completions it is written in."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def bound_error_message(message: str | None) -> str | None:
-    """At most MAX_ERROR_MESSAGE_CHARS characters, the last one an ellipsis when cut; an empty
-    message is None."""
+    """At most MAX_ERROR_MESSAGE_CHARS characters, the last one an ellipsis when cut, and no
+    NUL; an empty message is None."""
     if not message:
         return None
+    message = storable_text(message)
     if len(message) <= MAX_ERROR_MESSAGE_CHARS:
         return message
     return message[: MAX_ERROR_MESSAGE_CHARS - 1] + _ELLIPSIS
 
 
 def bound_excerpt(excerpt: str | None) -> str | None:
-    """At most MAX_EXCERPT_BYTES of UTF-8; an empty excerpt is None."""
+    """At most MAX_EXCERPT_BYTES of UTF-8 and no NUL; an empty excerpt is None."""
     if not excerpt:
         return None
-    return truncate_utf8(excerpt, MAX_EXCERPT_BYTES)
+    return truncate_utf8(storable_text(excerpt), MAX_EXCERPT_BYTES)
 
 
 class AttemptResult(Protocol):

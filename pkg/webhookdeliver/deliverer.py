@@ -344,7 +344,8 @@ class Deliverer:
                         response.close()  # unread bytes remain: never pool this connection
                     text = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
                     # ASCII text of at most MAX_EXCERPT_BYTES characters is already in bounds.
-                    excerpt = (text or None) if text.isascii() else bound_excerpt(text)
+                    in_bounds = text.isascii() and "\x00" not in text
+                    excerpt = (text or None) if in_bounds else bound_excerpt(text)
         except _Refused as exc:
             return result(exc.kind, exc.message, exc.kind != "ssrf_blocked")
         except TimeoutError:

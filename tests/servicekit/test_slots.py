@@ -76,3 +76,21 @@ async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() ->
 def test_count_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Slots(0)
+
+
+async def test_cancelling_holders_and_waiters_together_raises_only_cancelled_errors() -> None:
+    """As the pipeline's stop() cancels every late attempt in one go: a holder's release may
+    pass over a waiter already cancelled (and drop it) before that waiter handles its cancel."""
+    slots = Slots(1)
+
+    async def hold() -> None:
+        async with slots:
+            await asyncio.sleep(5)
+
+    tasks = [asyncio.create_task(hold()) for _ in range(4)]
+    await asyncio.sleep(0)
+    for t in tasks:
+        t.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    assert (slots.free, slots.waiting) == (1, 0)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 import webhookdeliver as wd
+from webhookdeliver.attempts import bound_error_message, bound_excerpt, storable_text
 
 T = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -98,3 +99,9 @@ async def test_a_real_delivery_becomes_a_record(start_receiver) -> None:  # type
         )
     record = wd.AttemptRecord.of(1, delivered)
     assert (record.status_code, record.error_kind, record.response_excerpt) == (200, None, "ok")
+
+
+def test_nul_never_reaches_a_stored_text() -> None:
+    assert bound_excerpt("a\x00b") == "a\ufffdb"
+    assert bound_error_message("boom\x00") == "boom\ufffd"
+    assert storable_text("clean") == "clean"

@@ -71,6 +71,8 @@ class Receiver:
             return web.Response(status=500, text="nope") if n <= int(arg) else web.Response()
         if kind == "fail":
             return web.Response(status=500, text="always failing")
+        if kind == "nul":  # NUL bytes in the answer (PostgreSQL's text cannot hold NUL)
+            return web.Response(body=b"ok\x00\x00done", content_type="text/plain")
         if kind == "big":  # `arg` three-byte characters: a 1 KiB cut falls mid-character
             return web.Response(status=500, text="€" * int(arg))
         if kind == "hang" or (kind == "hang-first" and n == 1):

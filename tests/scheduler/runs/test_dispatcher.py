@@ -153,6 +153,24 @@ async def test_stored_attempt_text_is_bounded_by_webhookdeliver(
     assert attempt.status_code == 500
 
 
+async def test_an_answer_with_nul_bytes_is_recorded_and_settles_its_batch(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    """PostgreSQL's text cannot hold NUL: the excerpt keeps U+FFFD in its place, so the run's
+    attempt is written (before, the whole settle batch failed, its runs redone as lost)."""
+    s = await add_schedule(container, receiver.url("/nul"), max_attempts=1)
+    await plan_at_occurrence(uows, mclock, s)
+    await step(make_dispatcher(container, uows, deliverer))
+    (run,) = await run_rows(container)
+    assert run.status == "succeeded"
+    (attempt,) = await rows(container, delivery_attempts)
+    assert attempt.response_excerpt == "ok\ufffd\ufffddone"
+
+
 async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
     container: Container,
     uows: SqlUnitOfWorkFactory,
