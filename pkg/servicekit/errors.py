@@ -70,6 +70,10 @@ def is_transient(exc: BaseException) -> bool:
     name = type(exc).__name__
     module = type(exc).__module__
     if module.startswith(_DB_MODULES):
+        if name == "InvalidCachedStatementError":
+            # asyncpg: a schema change under a prepared statement; it was dropped, and the retry
+            # prepares it anew (a settle batch is kept, not dropped).
+            return True
         code = _sqlstate(exc)
         if code is not None:  # PostgreSQL says what it was (a bare DBAPIError says nothing)
             return code[:2] in _TRANSIENT_SQLSTATE_CLASSES or code in _TRANSIENT_SQLSTATES

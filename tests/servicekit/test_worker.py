@@ -7,6 +7,7 @@ import logging
 import random
 import sqlite3
 
+import asyncpg
 import pytest
 
 from servicekit.errors import is_transient
@@ -312,6 +313,7 @@ def _named(module: str, name: str) -> BaseException:
         (_named("asyncpg.exceptions", "CannotConnectNowError"), True),
         (_named("asyncpg.exceptions", "ConnectionDoesNotExistError"), True),
         (_named("asyncpg.exceptions", "UniqueViolationError"), False),
+        (asyncpg.exceptions.InvalidCachedStatementError("cached plan changed"), True),
         (_named("aiokafka.errors", "KafkaConnectionError"), True),
         (_named("aiokafka.errors", "UnknownTopicOrPartitionError"), False),
         (_named("eventbus.errors", "PublishError"), True),
