@@ -71,6 +71,8 @@ runs = sa.Table(
     sa.Column("due_at", UTCDateTime(), nullable=True),
     # The backfill request a backfill run belongs to (migration 0007); null on other runs.
     sa.Column("backfill_id", sa.String(40), nullable=True),
+    # Room on each page for the claim's and the settle's row versions (migration 0010).
+    postgresql_with={"fillfactor": "70"},
 )
 partial_index(
     "uq_runs_planned_occurrence",
