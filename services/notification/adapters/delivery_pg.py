@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from notification.adapters.sql_store import SUBSCRIPTION_COLUMNS, subscription_record
 from notification.adapters.tables import DUE_STATUSES_SQL
 from notification.domain.deliveries import DeliveryStatus, EndpointHealth
 from notification.service_layer.ports import (
@@ -21,28 +22,12 @@ from notification.service_layer.ports import (
 )
 from servicekit.database import INDEX_PATHS_ONLY_SQL
 
-_TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
+TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
 
 # For the claim's transaction only: walk the due index in order and look subscriptions up by
 # primary key (servicekit.database.INDEX_PATHS_ONLY_SQL says why).
 INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
 
-_SUBSCRIPTION_COLUMNS = (
-    "id",
-    "tenant_id",
-    "url",
-    "event_types",
-    "description",
-    "enabled",
-    "disabled_reason",
-    "secret_enc",
-    "previous_secret_enc",
-    "previous_secret_expires_at",
-    "failing_since",
-    "consecutive_failures",
-    "created_at",
-    "updated_at",
-)
 
 # $1 owner, $2 now, $3 lease_until, $4 limit. Oldest due first, locked with SKIP LOCKED so that
 # replicas take disjoint deliveries; each returned with its (live, enabled) subscription.
@@ -63,7 +48,7 @@ claimed AS (
     d.round_started_at
 )
 SELECT c.id AS d_id, c.event_type, c.body, c.attempt_count, c.round_attempts,
-  c.round_started_at, {", ".join(f"s.{name}" for name in _SUBSCRIPTION_COLUMNS)}
+  c.round_started_at, {", ".join(f"s.{c.name}" for c in SUBSCRIPTION_COLUMNS)}
 FROM claimed c JOIN subscriptions s ON s.id = c.subscription_id
 """  # noqa: S608 (constants only)
 
@@ -76,22 +61,7 @@ def claimed_of(rows: Sequence[Any]) -> list[ClaimedDelivery]:
     for r in rows:
         sub = subs.get(r["id"])
         if sub is None:
-            sub = subs[r["id"]] = SubscriptionRecord(
-                id=r["id"],
-                tenant_id=r["tenant_id"],
-                url=r["url"],
-                event_types=list(r["event_types"]),
-                description=r["description"],
-                enabled=r["enabled"],
-                disabled_reason=r["disabled_reason"],
-                secret_enc=r["secret_enc"],
-                previous_secret_enc=r["previous_secret_enc"],
-                previous_secret_expires_at=r["previous_secret_expires_at"],
-                failing_since=r["failing_since"],
-                consecutive_failures=r["consecutive_failures"],
-                created_at=r["created_at"],
-                updated_at=r["updated_at"],
-            )
+            sub = subs[r["id"]] = subscription_record(r)
         out.append(
             ClaimedDelivery(
                 id=r["d_id"],
@@ -187,7 +157,7 @@ def complete_args(completions: Sequence[DeliveryCompletion], now: datetime) -> l
         [c.next_attempt_at for c in ordered],
         [c.round_started_at for c in ordered],
         [c.last_error for c in ordered],
-        [now if c.status in _TERMINAL else None for c in ordered],
+        [now if c.status in TERMINAL else None for c in ordered],
         [a.number for a in attempts],
         [a.started_at for a in attempts],
         [a.duration_ms for a in attempts],

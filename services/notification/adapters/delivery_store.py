@@ -37,7 +37,6 @@ from notification.adapters.tables import (
 )
 from notification.domain.deliveries import (
     DUE_STATES,
-    DeliveryStatus,
     EndpointHealth,
     StreakChange,
     streak_changes,
@@ -51,7 +50,7 @@ from notification.service_layer.ports import (
 from servicekit.database import asyncpg_connection
 
 _DUE = [s.value for s in DUE_STATES]
-_TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
+_TERMINAL = delivery_pg.TERMINAL
 _DUE_SQL = text(f"webhook_deliveries.{DUE_STATUSES_SQL}")
 _D = webhook_deliveries
 _S = subscriptions

@@ -7,8 +7,8 @@ compare-and-set writer, lease renewal while attempts run, graceful stop; read it
 `DeliveryDispatcher` is that pipeline's store and supplies what is notification's:
 
 - acquire: `DeliveryStore.acquire_due_deliveries`, each delivery's attempt keyed by its
-  endpoint (`endpoint_key`: host:port), its subscription's signing secrets decrypted once per
-  claim.
+  endpoint (`endpoint_key`: host:port), its subscription's signing secrets decrypted once
+  (`SubscriptionService` remembers them per ciphertext, bounded).
 - the attempt: one signed POST (`DeliveryClient.deliver`), its result turned into the attempt
   record and the state it leads to (succeeded, retrying at the backoff's delay, or dead).
 - write: `complete_deliveries` (a completion whose delivery is no longer leased to its owner,
@@ -70,8 +70,6 @@ ENDPOINTS_DISABLED = Counter(
     "notification_endpoints_disabled_total", "Subscriptions disabled by the health rule"
 )
 DISABLED_REASON = "endpoint_failing"
-_ENDPOINT_KEYS_SIZE = 4096
-"""Endpoint keys (host:port) remembered per subscription URL (emptied when full)."""
 
 
 class DeliveryClient(Protocol):
@@ -141,7 +139,6 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
         self.settings = settings or DispatchSettings()
         self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
         self.rng = rng or random.Random()
-        self._endpoint_keys: dict[str, str] = {}
         self.pipeline: LeasedPipeline[ClaimedDelivery, Written] = LeasedPipeline(
             self,
             clock,
@@ -167,16 +164,8 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
             if sub_secrets is None:
                 sub_secrets = secrets[sub.id] = self.subscriptions.signing_secrets(sub, now)
             attempt = self._attempt_of(c, owner, sub_secrets)
-            leases.append(Lease.attempt(c.id, c, self._endpoint_key(sub.url), attempt))
+            leases.append(Lease.attempt(c.id, c, endpoint_key(sub.url), attempt))
         return leases
-
-    def _endpoint_key(self, url: str) -> str:
-        key = self._endpoint_keys.get(url)
-        if key is None:
-            if len(self._endpoint_keys) >= _ENDPOINT_KEYS_SIZE:
-                self._endpoint_keys.clear()
-            key = self._endpoint_keys[url] = endpoint_key(url)
-        return key
 
     def _attempt_of(
         self, claimed: ClaimedDelivery, owner: str, secrets: list[str]

@@ -18,9 +18,11 @@ from aiohttp import web
 
 import webhookdeliver as wd
 from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.runs.rows import run_to_row
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy
+from scheduler.domain.run import Run, RunStatus, Trigger
 from scheduler.service_layer.dispatch_service import RunDispatcher
 from scheduler.service_layer.planning_service import plan_due
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
@@ -282,21 +284,17 @@ async def test_a_predecessor_failed_at_take_over_wakes_the_waiting_run(
     # taken over, and parks again behind a run nobody will finish.
     other = await add_schedule(container, receiver.url("/ok"), name="yearly", cron="0 0 1 1 *")
     async with container.engine.begin() as conn:
-        await conn.execute(
-            sa.insert(runs).values(
-                id="run_other_lost",
-                tenant_id=other.tenant_id,
-                schedule_id=other.id,
-                scheduled_for=t1,
-                trigger="manual",
-                status="in_progress",
-                attempt_count=0,
-                next_attempt_at=t1,
-                lease_owner="dead:0",
-                lease_expires_at=t1 + timedelta(seconds=80),
-                created_at=t1,
-            )
+        lost = Run.planned(
+            tenant_id=other.tenant_id,
+            schedule_id=other.id,
+            scheduled_for=t1,
+            now=t1,
+            trigger=Trigger.MANUAL,
+            run_id="run_other_lost",
         )
+        lost.status, lost.lease_owner = RunStatus.IN_PROGRESS, "dead:0"
+        lost.lease_expires_at = t1 + timedelta(seconds=80)
+        await conn.execute(sa.insert(runs).values(run_to_row(lost)))
     mclock.set(t1 + timedelta(seconds=91))
     busy = make_dispatcher(container, uows, deliverer, lease_seconds=30, claim_batch=4)
     assert await step(busy) == 2  # the other lost run, and 2

@@ -1,6 +1,7 @@
-"""Migration 0010 leaves 30% of each runs page free for the claim's and the settle's row
-versions (PostgreSQL fillfactor 70), and its downgrade restores the default; on SQLite both
-directions are no-ops that still move the revision."""
+"""Migration 0010 sets PostgreSQL's fillfactor of runs to 70 (pages written from then on keep
+30% free for the claim's and the settle's row versions; existing pages keep their layout), and
+its downgrade restores the default; on SQLite both directions are no-ops that move the
+revision."""
 
 from __future__ import annotations
 

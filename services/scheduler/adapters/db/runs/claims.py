@@ -21,17 +21,15 @@ from scheduler.adapters.db.run_tables import (
 )
 from scheduler.adapters.db.runs import claims_pg
 from scheduler.adapters.db.runs.base import RunSql
-from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
+from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, as_datetime, delivery_spec, row_to_run
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
-from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
 from scheduler.domain.run import (
     LOST_ATTEMPT_KIND,
     LOST_ATTEMPT_MESSAGE,
     Run,
     RunStatus,
 )
-from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 from servicekit.database import asyncpg_connection
 
@@ -97,9 +95,7 @@ class Claims(RunSql):
                 now,
             )
         if len(claimed) < limit:
-            # Index paths only: statistics are stale in exactly the case that matters (a burst
-            # of new due runs), and with them the planner would otherwise hash- or bitmap-scan
-            # EVERY due run on each claim (sql_postgres.INDEX_PATHS_ONLY_SQL).
+            # Index paths only (servicekit.database.INDEX_PATHS_ONLY_SQL says why).
             await db.execute(claims_pg.INDEX_PATHS_ONLY)
             left = limit - len(claimed)
             got = await db.fetch(claims_pg.FAIR, owner, lease_until, now, left, FAIR_TENANT_SCAN)
@@ -243,40 +239,11 @@ class Claims(RunSql):
     ) -> dict[str, DeliverySpec]:
         if not schedule_ids:
             return {}
-        q = sa.select(
-            schedules.c.id,
-            schedules.c.tenant_id,
-            schedules.c.name,
-            schedules.c.action,
-            schedules.c.state,
-            schedules.c.deleted_at,
-            schedules.c.target,
-            schedules.c.retry_policy,
-            schedules.c.overlap_policy,
-            schedules.c.secret_ciphertext,
-            schedules.c.previous_secret_ciphertext,
-            schedules.c.previous_secret_expires_at,
-        ).where(self._in(schedules.c.id, sorted(set(schedule_ids))))
+        columns = [schedules.c[name] for name in SPEC_COLUMNS]
+        q = sa.select(*columns).where(self._in(schedules.c.id, sorted(set(schedule_ids))))
         out: dict[str, DeliverySpec] = {}
         for r in await self.conn.execute(q):
-            secrets = [self.box.decrypt(r.secret_ciphertext, associated=r.id)]
-            if r.previous_secret_ciphertext is not None and (
-                r.previous_secret_expires_at is not None and r.previous_secret_expires_at > now
-            ):
-                secrets.append(self.box.decrypt(r.previous_secret_ciphertext, associated=r.id))
-            out[r.id] = DeliverySpec(
-                schedule_id=r.id,
-                tenant_id=r.tenant_id,
-                name=r.name,
-                action=Action(r.action),
-                # A completed schedule's runs already planned finish normally (DESIGN §7a).
-                active=r.state != ScheduleState.PAUSED.value,
-                deleted=r.deleted_at is not None,
-                target=None if r.target is None else Target(**r.target),
-                retry_policy=RetryPolicy(**r.retry_policy),
-                overlap_policy=OverlapPolicy(r.overlap_policy),
-                secrets=tuple(secrets),
-            )
+            out[r.id] = delivery_spec(dict(r._mapping), self.box, now)
         return out
 
     async def earlier_unfinished(

@@ -15,12 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.adapters.db.run_tables import BACKFILL_DUE_SQL, LEASED_SQL, LIVE_DUE_SQL
-from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL, INDEX_PATHS_ONLY_SQL
+from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, delivery_spec
+from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL
 from scheduler.adapters.secret_box import SecretBox
-from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
 from scheduler.domain.run import Run, RunStatus, Trigger
-from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
+from servicekit.database import INDEX_PATHS_ONLY_SQL
 from servicekit.json_encoding import parse_json
 
 # What a claim does not set (it sets status, the lease, next_attempt_at; a claimable run has no
@@ -38,19 +38,7 @@ RUN_COLUMNS = (
     "due_at",
     "backfill_id",
 )
-SPEC_COLUMNS = (
-    "id",
-    "name",
-    "action",
-    "state",
-    "deleted_at",
-    "target",
-    "retry_policy",
-    "overlap_policy",
-    "secret_ciphertext",
-    "previous_secret_ciphertext",
-    "previous_secret_expires_at",
-)
+_JSON_TEXT = ("target", "retry_policy")  # JSONText columns: text as asyncpg returns it
 
 
 def _claim(where: str, *, count_lost_attempt: bool = False) -> str:
@@ -124,29 +112,15 @@ def run_of(r: Any, owner: str, now: datetime, lease_until: datetime) -> Run:
 
 
 def specs_of(rows: Sequence[Any], box: SecretBox, now: datetime) -> dict[str, DeliverySpec]:
-    """The delivery spec of each schedule among the claimed rows (once per schedule), as
-    `Claims.delivery_specs` builds it."""
+    """The delivery spec of each schedule among the claimed rows (once per schedule), from the
+    `s_` columns the claim returns (rows.delivery_spec, as `Claims.delivery_specs`)."""
     out: dict[str, DeliverySpec] = {}
     for r in rows:
         sid = r["s_id"]
         if sid is None or sid in out:
             continue
-        secrets = [box.decrypt(r["s_secret_ciphertext"], associated=sid)]
-        previous, until = r["s_previous_secret_ciphertext"], r["s_previous_secret_expires_at"]
-        if previous is not None and until is not None and until > now:
-            secrets.append(box.decrypt(previous, associated=sid))
-        target = None if r["s_target"] is None else parse_json(r["s_target"])
-        out[sid] = DeliverySpec(
-            schedule_id=sid,
-            tenant_id=r["tenant_id"],  # the run's: a run belongs to its schedule's tenant
-            name=r["s_name"],
-            action=Action(r["s_action"]),
-            # A completed schedule's runs already planned finish normally (DESIGN §7a).
-            active=r["s_state"] != ScheduleState.PAUSED.value,
-            deleted=r["s_deleted_at"] is not None,
-            target=None if target is None else Target(**target),
-            retry_policy=RetryPolicy(**parse_json(r["s_retry_policy"])),
-            overlap_policy=OverlapPolicy(r["s_overlap_policy"]),
-            secrets=tuple(secrets),
-        )
+        spec = {name: r["s_" + name] for name in SPEC_COLUMNS}
+        for name in _JSON_TEXT:
+            spec[name] = None if spec[name] is None else parse_json(spec[name])
+        out[sid] = delivery_spec(spec, box, now)
     return out

@@ -7,7 +7,27 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.adapters.db.types import UTCDateTime
+from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
 from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.schedule import Target
+from scheduler.service_layer.run_ports import DeliverySpec
+
+SPEC_COLUMNS = (
+    "id",
+    "tenant_id",
+    "name",
+    "action",
+    "state",
+    "deleted_at",
+    "target",
+    "retry_policy",
+    "overlap_policy",
+    "secret_ciphertext",
+    "previous_secret_ciphertext",
+    "previous_secret_expires_at",
+)
+"""The schedules columns a delivery spec is built from (`delivery_spec`)."""
 
 
 def run_to_row(run: Run) -> dict[str, Any]:
@@ -52,6 +72,30 @@ def row_to_run(row: Any) -> Run:
         lease_expires_at=m["lease_expires_at"],
         due_at=m.get("due_at"),
         backfill_id=m.get("backfill_id"),
+    )
+
+
+def delivery_spec(spec: dict[str, Any], box: SecretBox, now: datetime) -> DeliverySpec:
+    """What an attempt needs of a schedule, from its SPEC_COLUMNS (`target` and `retry_policy`
+    parsed): its current secret, and the previous one until it expires."""
+    sid = spec["id"]
+    secrets = [box.decrypt(spec["secret_ciphertext"], associated=sid)]
+    previous, until = spec["previous_secret_ciphertext"], spec["previous_secret_expires_at"]
+    if previous is not None and until is not None and until > now:
+        secrets.append(box.decrypt(previous, associated=sid))
+    target = spec["target"]
+    return DeliverySpec(
+        schedule_id=sid,
+        tenant_id=spec["tenant_id"],
+        name=spec["name"],
+        action=Action(spec["action"]),
+        # A completed schedule's runs already planned finish normally (DESIGN §7a).
+        active=spec["state"] != ScheduleState.PAUSED.value,
+        deleted=spec["deleted_at"] is not None,
+        target=None if target is None else Target(**target),
+        retry_policy=RetryPolicy(**spec["retry_policy"]),
+        overlap_policy=OverlapPolicy(spec["overlap_policy"]),
+        secrets=tuple(secrets),
     )
 
 

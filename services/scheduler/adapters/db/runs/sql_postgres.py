@@ -8,7 +8,6 @@ import re
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
 from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
-from servicekit import database as servicekit_database
 
 
 def positional(sql: str, names: dict[str, str]) -> str:
@@ -24,7 +23,6 @@ def positional(sql: str, names: dict[str, str]) -> str:
 # through the primary key. With stale statistics (right after a burst of new due runs) the
 # planner otherwise chose the due index for it and scanned every due run once per claimed run
 # (measured: 4,100 rows filtered per run, 80 ms per claim of 78 runs during a 10,000-run burst).
-INDEX_PATHS_ONLY_SQL = servicekit_database.INDEX_PATHS_ONLY_SQL
 
 
 # The tenant-fair choice of a claim: the ids of up to :limit live due runs, locked (SKIP
