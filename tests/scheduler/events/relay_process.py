@@ -8,6 +8,7 @@ batches, so that a kill lands between batches and not only at the end.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -51,6 +52,16 @@ class Collector:
 
     async def poll(self) -> None:
         self.records += await self.consumer.poll(max_records=500, timeout_seconds=0.2)
+
+    async def poll_to(self, ends: dict[int, int], timeout_seconds: float) -> None:
+        """Poll until every partition was read up to its end offset in `ends`."""
+        async with asyncio.timeout(timeout_seconds):
+            while any(self._next_offset(p) < end for p, end in ends.items()):
+                await self.poll()
+
+    def _next_offset(self, partition: int) -> int:
+        offsets = [r.offset for r in self.records if r.partition == partition]
+        return max(offsets) + 1 if offsets else 0
 
     def ids(self) -> list[str]:
         return [str(decode(r.value)["id"]) for r in self.records]

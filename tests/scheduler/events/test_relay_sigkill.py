@@ -5,7 +5,9 @@ and every row ends marked sent (DESIGN.md §9: at-least-once, consumers deduplic
 To kill the relay at that exact point rather than by luck, the test holds a row lock on one
 outbox row in the middle of the backlog. The relay reads without locks and publishes that row's
 batch, then its UPDATE ... SET sent_at blocks on the lock: the batch is acknowledged by the
-broker but not marked. Once the consumer has seen that row's event, the relay is killed.
+broker but not marked. Once the consumer has seen that row's event, the relay is killed. The relay
+pipelines (batch k+1 is published while batch k is being marked), so the consumer then reads up
+to the broker's end offsets before the test takes "published but not marked".
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tests.scheduler.events.conftest import Store
 from tests.scheduler.events.publishers import by_key
 from tests.scheduler.events.relay_process import Collector, RelayProcess
 from tests.scheduler.runs.processes import wait_until
-from tests.support.kafka import TansuBroker, create_topics
+from tests.support.kafka import TansuBroker, create_topics, end_offsets
 from tests.support.pg import fresh_postgres_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka, pytest.mark.slow]
@@ -91,6 +93,9 @@ async def test_relay_sigkilled_between_publish_and_mark_sent_republishes_same_id
         await lock.rollback()  # the dead relay's UPDATE now runs and dies uncommitted
 
         unsent_at_kill = set(await pg_store.unsent_event_ids())
+        # The relay pipelines: the batch after the stall's may be on the broker too. Read all
+        # the dead relay published before taking what it published but did not mark.
+        await collector.poll_to(await end_offsets(bootstrap, SCHEDULE_EVENTS_TOPIC), WAIT)
         seen_before_restart = set(collector.counts())
         published_not_marked = seen_before_restart & unsent_at_kill
         # The kill really fell between publish and mark-sent, and mid-backlog.
