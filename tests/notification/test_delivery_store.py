@@ -4,6 +4,7 @@ its streak change, and the streaks a batch writes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,13 +13,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from notification.adapters import delivery_pg
 from notification.adapters.delivery_store import SqlDeliveryStore
 from notification.adapters.tables import delivery_attempts, subscriptions, webhook_deliveries
 from notification.bootstrap import Container, bootstrap
 from notification.domain.deliveries import EndpointHealth
 from notification.service_layer.ports import DeliveryCompletion, SubscriptionRecord
+from servicekit.database import asyncpg_connection
 from tests.notification.conftest import make_settings
 from tests.notification.replica_fault import create_endpoints, insert_due_deliveries
+from tests.support.pg import explain_generic
 from webhookdeliver import AttemptRecord
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -159,3 +163,25 @@ async def test_streaks_of_one_batch(setup: Setup) -> None:
     assert report.written == {d[0], d[3], d[1], d[4], d[5]}
     assert report.failing == {a: EndpointHealth(t1, 2)}
     assert await streaks(s) == {a: (t1, 2), b: (None, 0), c: (None, 0)}
+
+
+async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> None:
+    """PostgreSQL runs a prepared statement on its generic plan after five executions if that
+    costs no more: the claim's must still take the due deliveries from their partial index,
+    oldest first, and read no more than the claim's limit, whatever the values."""
+    s = setup
+    if s.c.engine.dialect.name != "postgresql":
+        pytest.skip("the asyncpg claim is PostgreSQL's")
+    async with s.c.engine.connect() as conn:
+        await conn.begin()
+        db = await asyncpg_connection(conn)
+        await db.execute(delivery_pg.INDEX_PATHS_ONLY)
+        args = ("w:explain", T0 + timedelta(days=3650), T0 + timedelta(days=3651), 2)
+        plan = await explain_generic(db, delivery_pg.CLAIM, *args)
+        await conn.rollback()
+    assert "next_attempt_at <= $2" in plan, plan  # generic: the plan shows no value
+    assert "ix_webhook_deliveries_due_at" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert "Bitmap" not in plan, plan
+    most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
+    assert most <= 2, plan

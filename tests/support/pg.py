@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
@@ -93,3 +94,34 @@ async def truncate_all(url: str) -> None:
 def _run_in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coro).result(timeout=120)
+
+
+def _literal(value: object) -> str:
+    """A test value as an SQL literal (EXECUTE's arguments are not bind parameters)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "NULL"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"no literal for {type(value).__name__}")
+
+
+async def explain_generic(
+    db: asyncpg.Connection, sql: str, *args: object, options: str = "ANALYZE, COSTS OFF"
+) -> str:
+    """The plan of `sql` ($n parameters, typed by casts) as PostgreSQL runs it on its generic
+    plan, as it does a prepared statement after five executions if that costs no more (EXPLAIN
+    of a statement with bound values shows a plan for those values instead): PREPAREd, then
+    EXPLAIN EXECUTE under plan_cache_mode = force_generic_plan. In the caller's transaction."""
+    name = f"generic_{uuid.uuid4().hex[:8]}"
+    await db.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+    await db.execute(f"PREPARE {name} AS {sql}")
+    try:
+        arguments = ", ".join(_literal(a) for a in args)
+        rows = await db.fetch(f"EXPLAIN ({options}) EXECUTE {name}({arguments})")
+    finally:
+        await db.execute(f"DEALLOCATE {name}")
+    return "\n".join(r[0] for r in rows)
