@@ -96,7 +96,7 @@ FAIR_CHOICE_SQL = positional(
 # The settle write on PostgreSQL, one round trip: its three inputs are JSON arrays of rows (each
 # row an array, columns in the order of RUN_COLUMNS, ATTEMPT_COLUMNS, EVENT_COLUMNS): one text
 # parameter each, which asyncpg sends as it is, where 25 array parameters cost ~7 us of client
-# CPU per run to encode (measured; PostgreSQL's side is the same either way).
+# CPU per run to encode (measured), read by PostgreSQL as jsonb (`_rows`).
 # - `locked` locks the runs still leased to the completion's owner, in id order (no deadlock
 #   with another settle or a lease extension), probing the primary key with the batch's ids
 #   (joined on v alone, the planner read every in_progress run, all replicas' leases, through
@@ -134,9 +134,11 @@ EVENT_COLUMNS = (
 
 
 def _rows(parameter: str, columns: tuple[tuple[str, str], ...]) -> str:
-    """The rows of a JSON array-of-arrays parameter as columns, with their position `n`."""
+    """The rows of a JSON array-of-arrays parameter as columns, with their position `n`. As
+    jsonb, parsed once: `->>` on json parses its row again for every field (measured: 17 us
+    of PostgreSQL CPU per outbox row as json, 4 us as jsonb)."""
     fields = ", ".join(f"(e.r->>{i})::{t} AS {c}" for i, (c, t) in enumerate(columns))
-    rows = f"json_array_elements({parameter}::json) WITH ORDINALITY e(r, n)"
+    rows = f"jsonb_array_elements({parameter}::jsonb) WITH ORDINALITY e(r, n)"
     return f"SELECT {fields}, e.n FROM {rows}"  # noqa: S608 (the module's own constants)
 
 
