@@ -175,7 +175,7 @@ async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> Non
     async with s.c.engine.connect() as conn:
         await conn.begin()
         db = await asyncpg_connection(conn)
-        await db.execute(delivery_pg.INDEX_PATHS_ONLY)
+        await db.execute(delivery_pg.CLAIM_PLANNER)
         args = ("w:explain", T0 + timedelta(days=3650), T0 + timedelta(days=3651), 2)
         plan = await explain_generic(db, delivery_pg.CLAIM, *args)
         await conn.rollback()

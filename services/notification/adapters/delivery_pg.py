@@ -20,13 +20,13 @@ from notification.service_layer.ports import (
     DeliveryCompletion,
     SubscriptionRecord,
 )
-from servicekit.database import INDEX_PATHS_ONLY_SQL
+from servicekit.database import CLAIM_PLANNER_SQL
 
 TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
 
 # For the claim's transaction only: walk the due index in order and look subscriptions up by
-# primary key (servicekit.database.INDEX_PATHS_ONLY_SQL says why).
-INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
+# primary key (servicekit.database.CLAIM_PLANNER_SQL says why).
+CLAIM_PLANNER = CLAIM_PLANNER_SQL
 
 
 # $1 owner, $2 now, $3 lease_until, $4 limit. Oldest due first, locked with SKIP LOCKED so that

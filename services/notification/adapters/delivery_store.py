@@ -78,7 +78,7 @@ class SqlDeliveryStore:
         if self._postgres:
             async with self.engine.begin() as conn:
                 db = await asyncpg_connection(conn)
-                await db.execute(delivery_pg.INDEX_PATHS_ONLY)
+                await db.execute(delivery_pg.CLAIM_PLANNER)
                 rows = await db.fetch(delivery_pg.CLAIM, owner, now, lease_until, limit)
             return delivery_pg.claimed_of(rows)
         due = (

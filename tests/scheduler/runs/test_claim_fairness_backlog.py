@@ -121,7 +121,7 @@ async def test_the_fair_claim_reads_index_entries_in_proportion_to_the_claim(
     async with container.engine.connect() as conn:  # the claim statement itself, rolled back
         await conn.begin()
         db = await asyncpg_connection(conn)
-        await db.execute(claims_pg.INDEX_PATHS_ONLY)
+        await db.execute(claims_pg.CLAIM_PLANNER)
         args = ("w:explain", now + LEASE, now, CLAIM, FAIR_TENANT_SCAN)
         if mode == "generic":
             plan = await explain_generic(db, claims_pg.FAIR, *args)

@@ -1,8 +1,8 @@
 """The overlap check ("is an earlier run of this schedule unfinished") reads only the schedule's
 unfinished runs (ix_runs_schedule_unfinished, migration 0009), never its finished history, also
-inside the claim's transaction (where sql_postgres.INDEX_PATHS_ONLY_SQL is in force). Before that
-index the check read ix_runs_schedule_history and filtered every finished run in front of the
-candidate: here 5,000 per check."""
+inside the claim's transaction (where the index paths of servicekit.database.CLAIM_PLANNER_SQL
+are in force). Before that index the check read ix_runs_schedule_history and filtered every
+finished run in front of the candidate: here 5,000 per check."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ async def test_the_overlap_check_reads_the_unfinished_runs_only(
 
     sa.event.listen(container.engine.sync_engine, "before_cursor_execute", capture)
     try:
-        async with uows() as uow:  # the claim's transaction: INDEX_PATHS_ONLY_SQL is set in it
+        async with uows() as uow:  # the claim's transaction: CLAIM_PLANNER_SQL is set in it
             (candidate,) = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 10)
             assert await uow.runs.earlier_unfinished([candidate]) == {candidate.id: 1}
             (statement, parameters) = statements[-1]

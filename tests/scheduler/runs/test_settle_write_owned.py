@@ -22,9 +22,10 @@ from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.settle import Completion, settle_completions
-from servicekit.database import asyncpg_connection
+from servicekit.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
 from tests.scheduler.runs.conftest import T0, add_schedule
 from tests.scheduler.runs.dispatch_helpers import rows, run_rows, schedule_row
+from tests.support.pg import explain_generic
 
 LEASE = timedelta(seconds=30)
 AT = T0 + timedelta(seconds=1)
@@ -245,9 +246,9 @@ async def test_an_all_succeeded_settle_is_one_statement_on_postgres_four_on_sqli
     assert len(await rows(container, delivery_attempts)) == 40
     assert len(await rows(container, outbox)) == 40
     if container.engine.dialect.name == "postgresql":
-        # Lease check + run states + attempts + outbox + breaker reset: one round trip (BEGIN
-        # and COMMIT are not cursor statements).
-        assert len(seen) == 1, seen
+        # Lease check + run states + attempts + outbox + breaker reset: one statement, on its
+        # generic plan (BEGIN and COMMIT are not cursor statements).
+        assert seen == [GENERIC_PLANS_SQL, WRITE_OWNED_SQL, CONFIGURED_PLANS_SQL], seen
     else:
         # SQLite: runs (lease compare-and-set), attempts, outbox, breaker reset.
         assert len(seen) == 4, seen
@@ -272,11 +273,13 @@ async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
     assert len(await rows(container, outbox)) == 1100
 
 
+@pytest.mark.parametrize("mode", ["custom", "generic"])
 async def test_a_settle_reads_its_own_runs_not_every_leased_one(
-    container: Container, uows: SqlUnitOfWorkFactory
+    container: Container, uows: SqlUnitOfWorkFactory, mode: str
 ) -> None:
     """Other workers hold 1,500 leases: the settle of 10 runs locks them through the primary key
-    (EXPLAIN), never through ix_runs_lease over all 1,510 in_progress runs."""
+    (EXPLAIN), never through ix_runs_lease over all 1,510 in_progress runs; on the generic plan
+    the settle runs on (GENERIC_PLANS_SQL) as on a plan for the values."""
     if container.engine.dialect.name != "postgresql":
         pytest.skip("EXPLAIN of the PostgreSQL statement")
     s = await add_schedule(container, "http://127.0.0.1:9/x")
@@ -294,9 +297,11 @@ async def test_a_settle_reads_its_own_runs_not_every_leased_one(
     async with container.engine.connect() as conn:
         await conn.begin()
         db = await asyncpg_connection(conn)
-        plan = "\n".join(
-            r[0] for r in await db.fetch("EXPLAIN (ANALYZE, COSTS OFF) " + WRITE_OWNED_SQL, *params)
-        )
+        if mode == "generic":
+            plan = await explain_generic(db, WRITE_OWNED_SQL, *params)
+        else:
+            explained = await db.fetch("EXPLAIN (ANALYZE, COSTS OFF) " + WRITE_OWNED_SQL, *params)
+            plan = "\n".join(r[0] for r in explained)
         await conn.rollback()
     assert "ix_runs_lease" not in plan, plan
     most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))

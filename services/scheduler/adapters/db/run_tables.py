@@ -44,7 +44,7 @@ LEASED_SQL = "status = 'in_progress'"
 FAILED_SQL = "status = 'failed'"
 PLANNED_SQL = "trigger = 'schedule'"
 # The claim's per-row re-check: the runs due in either lane (the six statuses are a closed
-# set), written so PostgreSQL re-checks through the primary key (sql_postgres.INDEX_PATHS_ONLY).
+# set), written so PostgreSQL re-checks through the primary key (claims_pg.CLAIM_PLANNER).
 DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
 
 runs = sa.Table(

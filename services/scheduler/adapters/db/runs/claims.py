@@ -31,7 +31,7 @@ from scheduler.domain.run import (
     RunStatus,
 )
 from scheduler.service_layer.run_ports import DeliverySpec
-from servicekit.database import asyncpg_connection
+from servicekit.database import CONFIGURED_PLANS_SQL, asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
 # (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
@@ -81,6 +81,9 @@ class Claims(RunSql):
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> tuple[list[Run], dict[str, DeliverySpec]]:
         db = await asyncpg_connection(self.conn)
+        # Index paths and generic plans (servicekit.database.CLAIM_PLANNER_SQL says why); the
+        # claim's own statements only: the rest of its transaction plans as configured.
+        await db.execute(claims_pg.CLAIM_PLANNER)
         rows: list[Any] = []
         claimed: list[Run] = []
         expired = await db.fetch(claims_pg.EXPIRED, now, max(1, limit // 4))
@@ -95,8 +98,6 @@ class Claims(RunSql):
                 now,
             )
         if len(claimed) < limit:
-            # Index paths only (servicekit.database.INDEX_PATHS_ONLY_SQL says why).
-            await db.execute(claims_pg.INDEX_PATHS_ONLY)
             left = limit - len(claimed)
             got = await db.fetch(claims_pg.FAIR, owner, lease_until, now, left, FAIR_TENANT_SCAN)
             rows += got
@@ -108,6 +109,7 @@ class Claims(RunSql):
                 got = await db.fetch(lane, owner, lease_until, now, limit - len(claimed))
                 rows += got
                 claimed += (claims_pg.run_of(r, owner, now, lease_until) for r in got)
+        await db.execute(CONFIGURED_PLANS_SQL)
         return claimed, claims_pg.specs_of(rows, self.box, now)
 
     def _fair_choice_sqlite(self, now: datetime, limit: int) -> sa.Select[Any]:

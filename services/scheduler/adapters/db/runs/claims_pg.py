@@ -20,7 +20,7 @@ from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.run import Run, RunStatus, Trigger
 from scheduler.service_layer.run_ports import DeliverySpec
-from servicekit.database import INDEX_PATHS_ONLY_SQL
+from servicekit.database import CLAIM_PLANNER_SQL
 from servicekit.json_encoding import parse_json
 
 # What a claim does not set (it sets status, the lease, next_attempt_at; a claimable run has no
@@ -85,7 +85,7 @@ RECLAIM = _claim("runs.id = ANY($4::text[])", count_lost_attempt=True)
 FAIR = _claim(_chosen(f"SELECT id FROM ({FAIR_CHOICE_SQL}) fair"))  # noqa: S608
 OLDEST_LIVE = _claim(_oldest(LIVE_DUE_SQL))
 OLDEST_BACKFILL = _claim(_oldest(BACKFILL_DUE_SQL))
-INDEX_PATHS_ONLY = INDEX_PATHS_ONLY_SQL
+CLAIM_PLANNER = CLAIM_PLANNER_SQL
 
 
 def run_of(r: Any, owner: str, now: datetime, lease_until: datetime) -> Run:

@@ -17,7 +17,8 @@ def positional(sql: str, names: dict[str, str]) -> str:
     return out
 
 
-# The claim's planner settings (servicekit.database.INDEX_PATHS_ONLY_SQL): index paths only.
+# The claim's planner settings (servicekit.database.CLAIM_PLANNER_SQL): index paths only, generic
+# plans.
 # DUE_RECHECK_SQL (the runs due in either lane, the six statuses being a closed set) is written so
 # PostgreSQL cannot prove a due index's predicate from it: the claim's per-row re-check must go
 # through the primary key. With stale statistics (right after a burst of new due runs) the
