@@ -70,8 +70,9 @@ async def enqueue_burst(dsn: str, url: str, n: int, due: datetime) -> None:
         await conn.close()
 
 
-OPEN_JOBS = "SELECT count(*) FROM pgqueuer"
-"""Jobs not finished: pgqueuer deletes a job's row once its completion is logged."""
+OPEN_JOBS = ("SELECT EXISTS (SELECT 1 FROM pgqueuer)", "SELECT count(*) FROM pgqueuer")
+"""Jobs not finished (any, how many): pgqueuer deletes a job's row once its completion is
+logged."""
 SUCCEEDED_JOBS = "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'"
 
 
