@@ -60,3 +60,10 @@ def test_the_pair_table_encodes_like_one_character_at_a_time(value: int, length:
 def test_format_utc_is_the_same_for_every_offset_of_one_instant(offset: timedelta) -> None:
     instant = datetime(2026, 3, 8, 7, 0, 0, 250, tzinfo=UTC)
     assert format_utc(instant.astimezone(timezone(offset))) == "2026-03-08T07:00:00.000250Z"
+
+
+# A day inside datetime's range at each end: the conversion to UTC cannot overflow.
+@given(st.datetimes(datetime(1, 1, 2), datetime(9999, 12, 30), timezones=st.timezones()))
+def test_format_utc_writes_what_isoformat_in_utc_would(value: datetime) -> None:
+    utc = value.astimezone(UTC)
+    assert format_utc(value) == utc.isoformat().replace("+00:00", "Z")
