@@ -38,14 +38,25 @@ def free_port() -> int:
 
 
 async def wait_until(
-    condition: Callable[[], Awaitable[bool]], timeout: float, what: str, every: float = 0.1
+    condition: Callable[[], bool | Awaitable[bool]], timeout: float, what: str, every: float = 0.1
 ) -> None:
-    """Poll an outcome (not a duration) until it holds, failing after `timeout` seconds."""
+    """Poll an outcome (not a duration) until it holds, failing after `timeout` seconds.
+    `condition` returns the outcome or an awaitable of it."""
     deadline = time.monotonic() + timeout
-    while not await condition():
+    while True:
+        held = condition()
+        if not isinstance(held, bool):
+            held = await held
+        if held:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(every)
+
+
+async def equals(value: Awaitable[object], expected: object) -> bool:
+    """For `wait_until`: whether what `value` resolves to equals `expected`."""
+    return await value == expected
 
 
 class ServiceProcess:

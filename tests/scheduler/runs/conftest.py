@@ -17,7 +17,7 @@ import webhookdeliver as wd
 from authclient import AuthSettings
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
-from scheduler.bootstrap import Container, bootstrap
+from scheduler.bootstrap import Container, bootstrap, utc_now
 from scheduler.config import SchedulerSettings
 from scheduler.domain.policies import (
     Action,
@@ -73,6 +73,23 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         async with fresh_postgres_database("runs") as url:
             await upgrade(url)
             yield url
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """A fresh migrated PostgreSQL database of the test's own, for tests that run real worker
+    processes or proxies against it."""
+    async with fresh_postgres_database("runs") as url:
+        await upgrade(url)
+        yield url
+
+
+@pytest.fixture
+async def real(pg_url: str) -> AsyncIterator[Container]:
+    """A container on `pg_url` with the wall clock (real processes share the database)."""
+    c = make_container(pg_url, utc_now)
+    yield c
+    await c.aclose()
 
 
 @pytest.fixture

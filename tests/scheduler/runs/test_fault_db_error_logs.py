@@ -10,7 +10,6 @@ planner fails its insert; both logs must name the error and hold none of the pla
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,14 +17,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tables import schedules
 from scheduler.bootstrap import utc_now
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import make_container
 from tests.scheduler.runs.processes import WorkerProcess, wait_until, worker_env
 from tests.scheduler.runs.receiver import Receiver
-from tests.support.pg import fresh_postgres_database
 from tests.support.processes import ServiceProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -39,13 +36,6 @@ EXPLODE = [
         for table in ("schedules", "runs")
     ),
 ]
-
-
-@pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    async with fresh_postgres_database("leak") as url:
-        await upgrade(url)
-        yield url
 
 
 def body(url: str, api_key: str, marker: str, name: str) -> dict[str, object]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
@@ -38,8 +36,7 @@ from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import add_schedule, make_container
 from tests.scheduler.runs.processes import WorkerProcess, wait_until, worker_env
 from tests.scheduler.runs.receiver import Receiver
-from tests.support.pg import fresh_postgres_database
-from tests.support.processes import ServiceProcess
+from tests.support.processes import ServiceProcess, equals
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -60,13 +57,6 @@ READY_BOUND_SECONDS = STEP_TIMEOUT_SECONDS + 1.0 + 6.0
 API_BOUND_SECONDS = 12.0
 RECOVERY_BOUND_SECONDS = 10.0
 SCHEDULES = 8
-
-
-@pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    async with fresh_postgres_database("hung") as url:
-        await upgrade(url)
-        yield url
 
 
 async def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any, dict[str, str]]:
@@ -151,9 +141,7 @@ async def test_hung_database_readyz_503_api_503_and_recovery_without_loss(
         status, _, _ = await get(schedules_url, auth())
         assert status == 200  # the API's pool holds a connection through the proxy
         triggers = asyncio.create_task(keep_triggering())
-        await wait_until(
-            lambda: _true(len(receiver.requests) >= 2 * SCHEDULES + 2), 45, "deliveries"
-        )
+        await wait_until(lambda: len(receiver.requests) >= 2 * SCHEDULES + 2, 45, "deliveries")
 
         proxy.silence()  # mid-delivery: /slow/300 attempts are in flight
         silenced = time.monotonic()
@@ -179,10 +167,10 @@ async def test_hung_database_readyz_503_api_503_and_recovery_without_loss(
         proxy.resume()
         resumed = time.monotonic()
         await wait_until(
-            lambda: _true(len(receiver.requests) > seen), RECOVERY_BOUND_SECONDS + 20, "delivery"
+            lambda: len(receiver.requests) > seen, RECOVERY_BOUND_SECONDS + 20, "delivery"
         )
         recovered_after = time.monotonic() - resumed
-        await wait_until(lambda: _is(worker.status("/readyz"), 200), 30, "readyz 200 again")
+        await wait_until(lambda: equals(worker.status("/readyz"), 200), 30, "readyz 200 again")
         status, _, _ = await get(schedules_url, auth())
         assert status == 200
 
@@ -234,11 +222,3 @@ async def _timed(call: Any) -> tuple[Any, float]:
     started = time.monotonic()
     result = await call
     return result, time.monotonic() - started
-
-
-async def _true(value: bool) -> bool:
-    return value
-
-
-async def _is(status: Any, expected: int) -> bool:
-    return bool(await status == expected)

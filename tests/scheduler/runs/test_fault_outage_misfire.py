@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ from scheduler.service_layer.planning_service import PlanningSettings
 from tests.scheduler.runs.conftest import ManualClock, add_schedule, make_container
 from tests.scheduler.runs.processes import wait_until
 from tests.scheduler.runs.receiver import Receiver
-from tests.support.pg import fresh_postgres_database
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
@@ -155,13 +154,6 @@ async def assert_misfire_outcome(
                 assert r.attempt_count == 0
                 assert r.id not in receiver.attempts_by_id  # a skipped run is never delivered
     assert sum(1 for r in got if r.status == "succeeded") == len(receiver.attempts_by_id)
-
-
-@pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    async with fresh_postgres_database("misfire") as url:
-        await upgrade(url)
-        yield url
 
 
 @pytest.mark.postgres

@@ -7,42 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.runs import get_run, trigger_run
-from tests.scheduler.runs.conftest import add_schedule, make_container
+from tests.scheduler.runs.conftest import add_schedule
 from tests.scheduler.runs.dispatch_helpers import rows, schedule_row
 from tests.scheduler.runs.processes import WorkerProcess, wait_until, worker_env
 from tests.scheduler.runs.receiver import Receiver
-from tests.support.pg import fresh_postgres_database
+from tests.support.processes import equals
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 LIMIT = 3  # SCHEDULER_MAX_LEASE_EXPIRIES for the workers
 LEASE = "3"  # seconds: each dead worker's claim frees up quickly
 WAIT = 30.0  # seconds per step; generous for a loaded 2-core machine
-
-
-@pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    async with fresh_postgres_database("poison") as url:
-        await upgrade(url)
-        yield url
-
-
-@pytest.fixture
-async def real(pg_url: str) -> AsyncIterator[Container]:
-    c = make_container(pg_url, utc_now)
-    yield c
-    await c.aclose()
 
 
 async def test_a_run_that_kills_every_worker_fails_worker_lost_after_the_limit(
@@ -73,7 +57,7 @@ async def test_a_run_that_kills_every_worker_fails_worker_lost_after_the_limit(
     for n in range(1, LIMIT + 1):  # each worker claims it (after the last one's lease), dies
         w = await WorkerProcess(pg_url, tmp_path, *args, env=env).start()
         try:
-            await wait_until(lambda: _true(len(seen()) == n), WAIT, f"attempt {n} sent")
+            await wait_until(lambda: len(seen()) == n, WAIT, f"attempt {n} sent")
             w.kill()  # mid-delivery: the receiver holds the request, nothing is recorded
             await w.wait()
         finally:
@@ -87,7 +71,7 @@ async def test_a_run_that_kills_every_worker_fails_worker_lost_after_the_limit(
     last = await WorkerProcess(pg_url, tmp_path, *args, env=env).start()
     try:
         await wait_until(
-            lambda: _is(status(), RunStatus.FAILED), WAIT, "the run failed after the limit"
+            lambda: equals(status(), RunStatus.FAILED), WAIT, "the run failed after the limit"
         )
         await asyncio.sleep(float(LEASE) + 2)  # longer than a lease: nobody attempts it again
         assert await status() is RunStatus.FAILED
@@ -110,11 +94,3 @@ async def test_a_run_that_kills_every_worker_fails_worker_lost_after_the_limit(
     ]
     assert f"expired {LIMIT} times" in failed[0]["data"]["last_error"]["message"]
     assert (await schedule_row(real, s.id)).paused_reason == "breaker"  # the failure counted
-
-
-async def _true(value: bool) -> bool:
-    return value
-
-
-async def _is(value: object, expected: object) -> bool:
-    return await value is expected  # type: ignore[misc]

@@ -5,7 +5,6 @@ SIGKILL mid-flight then restart, SIGTERM clean shutdown, the database unreachabl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
@@ -21,27 +19,13 @@ from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.policies import MisfirePolicy
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.runs import get_run, trigger_run
-from tests.scheduler.runs.conftest import add_schedule, make_container
+from tests.scheduler.runs.conftest import add_schedule
 from tests.scheduler.runs.processes import WorkerProcess, wait_until
 from tests.scheduler.runs.receiver import Receiver
-from tests.support.pg import fresh_postgres_database
+from tests.support.processes import equals
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    async with fresh_postgres_database("fault") as url:
-        await upgrade(url)
-        yield url
-
-
-@pytest.fixture
-async def real(pg_url: str) -> AsyncIterator[Container]:
-    c = make_container(pg_url, utc_now)
-    yield c
-    await c.aclose()
 
 
 async def statuses(c: Container, trigger: str | None = None) -> Counter[str]:
@@ -172,9 +156,7 @@ async def test_sigkill_mid_delivery_the_redelivery_is_attempt_two_and_attempt_on
     args = ("--lease", "3")
     first = await WorkerProcess(pg_url, tmp_path, *args).start()
     try:
-        await wait_until(
-            lambda: _true(receiver.in_flight[run.id] == 1), 30, "attempt 1 at the receiver"
-        )
+        await wait_until(lambda: receiver.in_flight[run.id] == 1, 30, "attempt 1 at the receiver")
         first.kill()  # mid-delivery: the receiver got the request, no answer was recorded
         await first.wait()
         second = await WorkerProcess(pg_url, tmp_path, *args).start()
@@ -213,9 +195,7 @@ async def test_sigterm_finishes_in_flight_and_releases_the_rest(
             await trigger_run(uows, tenant_id="tenant-a", schedule_id=sch.id, clock=utc_now)
     w = await WorkerProcess(pg_url, tmp_path, "--grace", "2", "--lease", "30").start()
     try:
-        await wait_until(
-            lambda: _true(receiver.in_flight.total() >= 8), 20, "all 8 attempts in flight"
-        )
+        await wait_until(lambda: receiver.in_flight.total() >= 8, 20, "all 8 attempts in flight")
         w.terminate()
         assert await w.wait(timeout=15) == 0
     finally:
@@ -226,10 +206,6 @@ async def test_sigterm_finishes_in_flight_and_releases_the_rest(
     assert by[(quick.id, "succeeded", 1, None)] == 4  # finished within the grace
     # The hung ones were released: pending again at once, no attempt counted, no lease held.
     assert by[(stuck.id, "pending", 0, None)] == 4
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_database_unreachable_for_a_while_workers_recover(
@@ -245,10 +221,10 @@ async def test_database_unreachable_for_a_while_workers_recover(
     ).start()
     try:
         first = await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)
-        await wait_until(lambda: _true(first.id in receiver.attempts_by_id), 45, "first delivery")
+        await wait_until(lambda: first.id in receiver.attempts_by_id, 45, "first delivery")
         proxy.cut()
         # While the database is unreachable: not ready, still alive, work piles up.
-        await wait_until(lambda: _is(w.status("/readyz"), 503), 30, "readyz 503 during outage")
+        await wait_until(lambda: equals(w.status("/readyz"), 503), 30, "readyz 503 during outage")
         during = [
             (await trigger_run(uows, tenant_id="tenant-a", schedule_id=s.id, clock=utc_now)).id
             for _ in range(10)
@@ -256,7 +232,7 @@ async def test_database_unreachable_for_a_while_workers_recover(
         assert w.proc is not None
         assert w.proc.returncode is None
         proxy.restore()
-        await wait_until(lambda: _is(w.status("/readyz"), 200), 45, "readyz 200 after outage")
+        await wait_until(lambda: equals(w.status("/readyz"), 200), 45, "readyz 200 after outage")
         await wait_until(lambda: all_terminal(real), 60, "runs triggered during the outage done")
         assert set(during) <= set(receiver.attempts_by_id)
         assert (await statuses(real, "manual"))["succeeded"] == 11
@@ -264,10 +240,6 @@ async def test_database_unreachable_for_a_while_workers_recover(
         w.terminate()
         await w.wait()
         await proxy.stop()
-
-
-async def _is(status: object, expected: int) -> bool:
-    return await status == expected  # type: ignore[misc]
 
 
 def _now() -> datetime:

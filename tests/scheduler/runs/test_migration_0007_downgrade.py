@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.migrate import current_revision, upgrade
-from tests.scheduler.schedules.test_migration_0006 import _downgrade
+from scheduler.adapters.db.migrate import current_revision, downgrade, upgrade
 from tests.support.pg import fresh_postgres_database
 
 RUN = (
@@ -44,7 +43,7 @@ async def test_downgrade_deletes_backfill_runs_with_their_attempts(url: str) -> 
             for run_id, trigger in (("run_backfill", "backfill"), ("run_manual", "manual")):
                 await conn.execute(sa.text(RUN), {"id": run_id, "trigger": trigger})
                 await conn.execute(sa.text(ATTEMPT), {"id": run_id})
-        await _downgrade(url, "0006")
+        await downgrade(url, "0006")
         assert await current_revision(url) == "0006"
         async with engine.connect() as conn:
             run_ids = (await conn.execute(sa.text("SELECT id FROM runs"))).scalars().all()

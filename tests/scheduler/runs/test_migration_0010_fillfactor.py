@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.migrate import current_revision, upgrade
-from tests.scheduler.schedules.test_migration_0006 import _downgrade
+from scheduler.adapters.db.migrate import current_revision, downgrade, upgrade
 from tests.support.pg import fresh_postgres_database
 
 OPTIONS = "SELECT reloptions FROM pg_class WHERE relname = 'runs'"
@@ -43,7 +42,7 @@ async def test_runs_pages_keep_room_for_updates_and_the_downgrade_restores_the_d
     await upgrade(url)
     if url.startswith("postgresql"):
         assert await _options(url) == ["fillfactor=70"]
-    await _downgrade(url, "0009")
+    await downgrade(url, "0009")
     assert await current_revision(url) == "0009"
     if url.startswith("postgresql"):
         assert await _options(url) is None

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
 
 from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import (
-    alembic_config,
     current_revision,
+    downgrade,
     head_revision,
     upgrade,
 )
@@ -44,21 +43,6 @@ async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         pytest.skip(f"no PostgreSQL: {exc}")
     async with fresh_postgres_database("m6") as url:
         yield url
-
-
-async def _downgrade(url: str, revision: str) -> None:
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-
-            def run(connection: sa.Connection) -> None:
-                cfg = alembic_config()
-                cfg.attributes["connection"] = connection
-                command.downgrade(cfg, revision)
-
-            await conn.run_sync(run)
-    finally:
-        await engine.dispose()
 
 
 def _columns(connection: sa.Connection, table: str) -> dict[str, bool]:
@@ -105,7 +89,7 @@ async def test_upgrade_keeps_old_rows_and_matches_the_tables(empty_url: str) -> 
                 )
                 assert "WHERE deleted_at IS NOT NULL" in indexes["ix_schedules_deleted"]
                 assert "ix_schedules_tenant_order" in indexes
-        await _downgrade(empty_url, "0005")
+        await downgrade(empty_url, "0005")
         assert await current_revision(empty_url) == "0005"
         async with engine.connect() as conn:
             columns = await conn.run_sync(_columns, "schedules")
@@ -193,7 +177,7 @@ async def test_downgrade_leaves_only_rows_the_old_code_reads(empty_url: str) -> 
                 await conn.execute(sa.insert(runs).values(**run))
                 await conn.execute(sa.insert(delivery_attempts).values(**attempt))
                 await conn.execute(sa.insert(idempotency_keys).values(**_key(sid)))
-        await _downgrade(empty_url, "0005")
+        await downgrade(empty_url, "0005")
         async with engine.connect() as conn:
             q = "SELECT id, state, paused_reason, next_run_at FROM schedules ORDER BY id"
             rows = (await conn.execute(sa.text(q))).all()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -29,18 +30,32 @@ async def upgrade(
     url: str, revision: str = "head", *, bounds: DatabaseBounds | None = None
 ) -> None:
     """Migrations keep the connect, lock and checkout bounds but may run long statements."""
+    await _migrate(url, command.upgrade, revision, bounds)
+
+
+async def downgrade(url: str, revision: str, *, bounds: DatabaseBounds | None = None) -> None:
+    """Back to `revision` (a rollback of a release; the downgrade tests), bounded as `upgrade`."""
+    await _migrate(url, command.downgrade, revision, bounds)
+
+
+async def _migrate(
+    url: str,
+    step: Callable[[Config, str], None],
+    revision: str,
+    bounds: DatabaseBounds | None,
+) -> None:
     engine = create_engine(url, bounds=(bounds or DatabaseBounds()).for_migrations())
+
+    def run(connection: Connection) -> None:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = connection
+        step(cfg, revision)
+
     try:
         async with engine.begin() as conn:
-            await conn.run_sync(_upgrade_sync, revision)
+            await conn.run_sync(run)
     finally:
         await engine.dispose()
-
-
-def _upgrade_sync(connection: Connection, revision: str) -> None:
-    cfg = alembic_config()
-    cfg.attributes["connection"] = connection
-    command.upgrade(cfg, revision)
 
 
 async def current_revision(url: str, *, bounds: DatabaseBounds | None = None) -> str | None:

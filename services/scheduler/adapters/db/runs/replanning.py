@@ -15,13 +15,20 @@ from scheduler.adapters.db.tables import schedules
 from scheduler.domain.run import RunStatus, Trigger
 
 
+def _planned(tenant_id: str, schedule_id: str) -> tuple[sa.ColumnElement[bool], ...]:
+    """The schedule's planned runs (its occurrences, not manual, replay or backfill runs)."""
+    return (
+        runs.c.tenant_id == tenant_id,
+        runs.c.schedule_id == schedule_id,
+        runs.c.trigger == Trigger.SCHEDULE.value,
+    )
+
+
 class Replanning(RunSql):
     def _planned_after(self, tenant_id: str, schedule_id: str, after: datetime) -> sa.Select[Any]:
         return (
             sa.select(runs.c.scheduled_for)
-            .where(runs.c.tenant_id == tenant_id)
-            .where(runs.c.schedule_id == schedule_id)
-            .where(runs.c.trigger == Trigger.SCHEDULE.value)
+            .where(*_planned(tenant_id, schedule_id))
             .where(runs.c.scheduled_for > after)
         )
 
@@ -44,9 +51,7 @@ class Replanning(RunSql):
             return 0
         deleted = await self.conn.execute(
             sa.delete(runs)
-            .where(runs.c.tenant_id == tenant_id)
-            .where(runs.c.schedule_id == schedule_id)
-            .where(runs.c.trigger == Trigger.SCHEDULE.value)
+            .where(*_planned(tenant_id, schedule_id))
             .where(runs.c.scheduled_for.in_(list(instants)))
             .where(*_UNATTEMPTED)  # re-checked per row: a run claimed meanwhile stays
         )
