@@ -356,6 +356,10 @@ class LeasedPipeline(Generic[T, C]):
     def _in_flight(self) -> list[asyncio.Task[None]]:
         return [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
 
+    def _superseded(self, done: _Done[C]) -> bool:
+        held = self._held.get(done.id)
+        return held is not None and held.owner != done.owner
+
     def _forget(self, item_id: str, owner: str) -> None:
         held = self._held.get(item_id)
         if held is not None and held.owner == owner:  # not a newer lease of the same item
@@ -364,26 +368,34 @@ class LeasedPipeline(Generic[T, C]):
     async def _write_pending(self) -> None:
         """Write `_writing`. A transient failure raises and keeps the batch for the next try;
         any other drops it (those leases expire and the items are redone, at-least-once)
-        rather than wedging the writer forever."""
+        rather than wedging the writer forever.
+
+        A completion whose item this pipeline has leased again since (its lease expired, e.g.
+        while the store was unreachable, and a later claim took the item) is dropped here as
+        lost: it could only fail its compare-and-set, and beside the newer lease's completion
+        in one batch the store's write would see the item twice."""
         pending = self._writing
+        current = [d for d in pending if not self._superseded(d)]
+        superseded = len(pending) - len(current)
         try:
-            lost = await self.store.write([d.completion for d in pending])
+            lost = await self.store.write([d.completion for d in current]) if current else ()
         except Exception as exc:
             if is_transient(exc):
                 raise
             self.log.exception("%s writer: cannot write %d completions", self.name, len(pending))
             lost = ()
         else:
-            self.written += len(pending) - len(lost)
-            if lost:
-                self.dropped += len(lost)
+            dropped = len(lost) + superseded
+            self.written += len(pending) - dropped
+            if dropped:
+                self.dropped += dropped
                 self.log.warning(
                     "%s: lease lost for %d items; their results were dropped",
                     self.name,
-                    len(lost),
+                    dropped,
                 )
             if self.on_written is not None:
-                self.on_written(len(pending) - len(lost), len(lost))
+                self.on_written(len(pending) - dropped, dropped)
         for d in pending:
             self._forget(d.id, d.owner)
         pending.clear()

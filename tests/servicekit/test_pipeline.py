@@ -302,27 +302,52 @@ async def test_extend_renews_every_held_lease_to_now_plus_the_lease() -> None:
     assert len(store.extended) == 1  # nothing held: no store call
 
 
-async def test_an_old_owners_completion_does_not_forget_a_newer_lease_of_the_item() -> None:
+async def test_an_old_owners_completion_is_dropped_and_keeps_the_newer_lease() -> None:
     clock = Clock()
     gate = asyncio.Event()
     store = FakeStore(clock, due=[Item("x")], gate=gate)
-    p, _ = make(store)
+    p, written = make(store)
     await p.pump()  # w:1 holds x, its attempt hangs
     await until(lambda: store.in_flight.get("a:80") == 1, "w:1's attempt")
     later = store.gate = asyncio.Event()
     store.due = [Item("x")]
     await p.pump()  # the lease expired meanwhile and this worker claimed x again (w:2)
     await until(lambda: store.in_flight.get("a:80") == 2, "w:2's attempt")
-    gate.set()  # w:1's attempt ends first and its (lost) result is written
-    await written_until(p, store, 1)
-    assert [d.owner for b in store.written for d in b] == ["w:1"]
+    gate.set()  # w:1's attempt ends first: its result is lost, never sent to the store
+    await until(lambda: store.in_flight.get("a:80") == 1, "w:1's attempt ended")
+    await p.write_once()
+    assert store.written == []
+    assert written == [(0, 1)]
     assert p.held == 1  # w:2 still holds x: its lease is still extended
     assert await p.extend_leases_once() == 1
     assert store.extended[-1][0] == [("x", "w:2")]
     later.set()
     await p.drain()
-    assert [d.owner for b in store.written for d in b] == ["w:1", "w:2"]
+    assert [d.owner for b in store.written for d in b] == ["w:2"]
     assert p.held == 0
+
+
+async def test_a_batch_never_holds_an_item_twice() -> None:
+    """Both leases' completions wait in one batch (the writer was held up): only the newer
+    lease's reaches the store, which could otherwise see the item twice in one write (the
+    scheduler's settle inserted both attempts and events; notification's broke its unique
+    attempt number and failed the whole batch)."""
+    clock = Clock()
+    first, second = asyncio.Event(), asyncio.Event()
+    store = FakeStore(clock, due=[Item("x")], gate=first)
+    p, written = make(store)
+    await p.pump()
+    await until(lambda: store.in_flight.get("a:80") == 1, "w:1's attempt")
+    store.gate, store.due = second, [Item("x")]
+    await p.pump()
+    await until(lambda: store.in_flight.get("a:80") == 2, "w:2's attempt")
+    first.set()
+    second.set()
+    await until(lambda: store.in_flight.get("a:80") == 0, "both attempts ended")
+    await p.drain()
+    assert [[d.owner for d in b] for b in store.written] == [["w:2"]]
+    assert written == [(1, 1)]
+    assert (p.written, p.dropped, p.held) == (1, 1, 0)
 
 
 async def test_claim_step_refill_rule_and_waits() -> None:
