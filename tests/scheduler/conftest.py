@@ -13,7 +13,7 @@ import pytest
 
 from authclient import mint_token
 from scheduler.adapters.db.migrate import upgrade
-from tests.support.pg import session_database, truncate_all
+from tests.support.pg import fresh_postgres_database, session_database, truncate_all
 
 HS256_KEY = "test-hs256-key-that-is-long-enough-0123456789"
 SECRET_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
@@ -73,6 +73,18 @@ def auth(tenant: str = "tenant-a", scopes: tuple[str, ...] = ALL_SCOPES) -> dict
 def postgres_session_url() -> Iterator[str]:
     """One PostgreSQL database per test session, migrated once; `database_url` empties it."""
     with session_database("sched", upgrade) as url:
+        yield url
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A database of the test's own with no tables yet (the migration tests migrate it)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+        return
+    async with fresh_postgres_database("mig") as url:
         yield url
 
 

@@ -5,15 +5,10 @@ downgrade runs through 0009 and 0008 on the way, on both databases."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import current_revision, downgrade, upgrade
-from tests.support.pg import fresh_postgres_database
 
 RUN = (
     "INSERT INTO runs (id, tenant_id, schedule_id, scheduled_for, trigger, status, attempt_count,"
@@ -26,25 +21,16 @@ ATTEMPT = (
 )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
-        return
-    async with fresh_postgres_database("m7") as pg_url:
-        yield pg_url
-
-
-async def test_downgrade_deletes_backfill_runs_with_their_attempts(url: str) -> None:
-    await upgrade(url)
-    engine = create_engine(url)
+async def test_downgrade_deletes_backfill_runs_with_their_attempts(empty_url: str) -> None:
+    await upgrade(empty_url)
+    engine = create_engine(empty_url)
     try:
         async with engine.begin() as conn:
             for run_id, trigger in (("run_backfill", "backfill"), ("run_manual", "manual")):
                 await conn.execute(sa.text(RUN), {"id": run_id, "trigger": trigger})
                 await conn.execute(sa.text(ATTEMPT), {"id": run_id})
-        await downgrade(url, "0006")
-        assert await current_revision(url) == "0006"
+        await downgrade(empty_url, "0006")
+        assert await current_revision(empty_url) == "0006"
         async with engine.connect() as conn:
             run_ids = (await conn.execute(sa.text("SELECT id FROM runs"))).scalars().all()
             attempt_run_ids = (
@@ -54,6 +40,6 @@ async def test_downgrade_deletes_backfill_runs_with_their_attempts(url: str) -> 
             )
         assert run_ids == ["run_manual"]
         assert attempt_run_ids == ["run_manual"]  # before: also "run_backfill", orphaned
-        await upgrade(url)  # and back up through 0007..0009
+        await upgrade(empty_url)  # and back up through 0007..0009
     finally:
         await engine.dispose()

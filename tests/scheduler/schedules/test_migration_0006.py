@@ -4,11 +4,8 @@ the downgrade returns to 0005."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.engine import create_engine
@@ -20,7 +17,6 @@ from scheduler.adapters.db.migrate import (
 )
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import idempotency_keys, schedules
-from tests.support.pg import fresh_postgres_database, postgres_base_url
 
 INSERT_0005 = """
 INSERT INTO schedules (id, tenant_id, name, cron, timezone, action, target, payload,
@@ -30,19 +26,6 @@ VALUES ('sch_old', 't1', 'old', '0 3 * * *', 'UTC', 'event', 'null', 'null', '{}
   'allow', '{}', 'active', NULL, NULL, '2026-01-01 00:00:00', '2026-01-01 00:00:00', NULL, 1, 0,
   'x')
 """
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
-        return
-    try:
-        postgres_base_url()
-    except Exception as exc:  # the suite's PostgreSQL requirement decides elsewhere
-        pytest.skip(f"no PostgreSQL: {exc}")
-    async with fresh_postgres_database("m6") as url:
-        yield url
 
 
 def _columns(connection: sa.Connection, table: str) -> dict[str, bool]:
