@@ -110,6 +110,12 @@ def create_bounded_engine(
     connection, so that every transaction queues for it (a single writer)."""
     bounds = bounds or DatabaseBounds()
     parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "asyncpg":
+        # The dispatchers' hot path runs on asyncpg itself (`asyncpg_connection`).
+        raise ValueError(
+            f"PostgreSQL URLs must use the asyncpg driver (postgresql+asyncpg://), "
+            f"not {parsed.drivername!r}"
+        )
     kwargs: dict[str, Any] = {
         "hide_parameters": True,
         "pool_timeout": bounds.pool_timeout_seconds,
@@ -216,6 +222,8 @@ async def asyncpg_connection(conn: AsyncConnection) -> Any:
     if conn.in_transaction() and not driver.is_in_transaction():
         adapted: Any = raw.dbapi_connection
         await adapted._start_transaction()  # what SQLAlchemy's asyncpg adapter does lazily
-        if not driver.is_in_transaction():  # never run a claim's locks in autocommit
+        # Never run a claim's locks in autocommit, nor in a transaction the adapter would not
+        # commit (its commit and rollback act on the transaction it began).
+        if not driver.is_in_transaction() or getattr(adapted, "_transaction", None) is None:
             raise RuntimeError("the unit of work's transaction did not begin on asyncpg")
     return driver

@@ -28,8 +28,9 @@ SECRET_BYTES: Final = 32
 MAX_SIGNATURE_HEADER_LENGTH: Final = 4096
 MAX_SIGNATURE_ENTRIES: Final = 16
 MAX_SECRETS: Final = 16
-# Secrets whose keyed HMAC states are remembered (`_keyed`). Bounded, so a rotated-out secret
-# ages out of memory.
+# Secrets whose keyed HMAC states are remembered (`_keyed`), least recently used first out. A
+# rotated-out secret stays until 1,024 others were used after it (the process already holds
+# every current secret in its claims; this bounds how many old ones it can keep).
 SECRET_KEY_CACHE_SIZE: Final = 1024
 
 

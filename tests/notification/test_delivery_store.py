@@ -166,9 +166,9 @@ async def test_streaks_of_one_batch(setup: Setup) -> None:
 
 
 async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> None:
-    """PostgreSQL runs a prepared statement on its generic plan after five executions if that
-    costs no more: the claim's must still take the due deliveries from their partial index,
-    oldest first, and read no more than the claim's limit, whatever the values."""
+    """The claim runs on its generic plan (servicekit.database.CLAIM_PLANNER_SQL): it must
+    take the due deliveries from their partial index, oldest first, and read no more than the
+    claim's limit, whatever the values."""
     s = setup
     if s.c.engine.dialect.name != "postgresql":
         pytest.skip("the asyncpg claim is PostgreSQL's")

@@ -97,3 +97,9 @@ def test_every_bound_and_http_limit_is_a_setting_of_both_services(
         assert [getattr(limits, f.name) for f in fields(limits)] == [
             100 + i for i in range(len(fields(limits)))
         ]
+
+
+def test_a_postgres_url_on_another_driver_is_refused_with_a_clear_error() -> None:
+    # The dispatchers' claim and settle run on asyncpg itself.
+    with pytest.raises(ValueError, match=r"postgresql\+asyncpg://"):
+        create_bounded_engine("postgresql+psycopg://u@127.0.0.1/db")

@@ -67,3 +67,10 @@ def test_format_utc_is_the_same_for_every_offset_of_one_instant(offset: timedelt
 def test_format_utc_writes_what_isoformat_in_utc_would(value: datetime) -> None:
     utc = value.astimezone(UTC)
     assert format_utc(value) == utc.isoformat().replace("+00:00", "Z")
+
+
+def test_format_utc_takes_datetime_subclasses_too() -> None:
+    class Frozen(datetime):  # what freezegun and pendulum hand out
+        pass
+
+    assert format_utc(Frozen(2026, 3, 8, 3, tzinfo=ADDIS)) == "2026-03-08T00:00:00Z"

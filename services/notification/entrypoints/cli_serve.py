@@ -28,6 +28,7 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
     from notification.entrypoints.runtime import build_notification
 
     app = build_notification(settings)
+    freeze_startup_heap()  # the process is built: what stays alive from here is frozen
     await app.start()
     try:
         server = http_server(
@@ -41,7 +42,6 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
 def run(args: argparse.Namespace) -> int:
     configure_logging(service="notification")
     settings = NotificationSettings(dev=bool(args.dev))
-    freeze_startup_heap()
     try:
         asyncio.run(_serve(settings, args.host, args.port))
     except ConfigError as exc:

@@ -31,7 +31,9 @@ def _aad(sub_id: str) -> bytes:
 
 PLAINTEXT_CACHE_SIZE = 4096
 """Decrypted signing secrets kept by the dispatcher's process (one per ciphertext and
-subscription), so that a claim does not decrypt each endpoint's secret again."""
+subscription), so that a claim does not decrypt each endpoint's secret again. A rotated-out or
+deleted subscription's secret stays until the cache fills and is emptied (never served: the
+key is the ciphertext)."""
 
 
 class SubscriptionService:

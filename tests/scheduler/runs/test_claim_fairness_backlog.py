@@ -108,9 +108,8 @@ async def test_b_starts_in_the_first_claim_beside_a_standing_retry_backlog(
 async def test_the_fair_claim_reads_index_entries_in_proportion_to_the_claim(
     container: Container, mode: str
 ) -> None:
-    """Both plans: PostgreSQL plans a prepared statement's first five executions for their
-    values (what EXPLAIN with values shows), then keeps its generic plan if that costs no more
-    (each worker's claims, after a few)."""
+    """generic: the plan every claim runs (CLAIM_PLANNER_SQL forces it); custom: the plan for
+    these values (what EXPLAIN with values shows), the same shape."""
     if container.engine.dialect.name != "postgresql":
         pytest.skip("the per-tenant claim is PostgreSQL's")
     await _seed(container, "a", 10_000, status="pending", due_s=-0.5)

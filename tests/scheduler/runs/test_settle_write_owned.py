@@ -1,6 +1,7 @@
 """The settle write (`uow.runs.write_owned`), against real databases: a compare-and-set on the lease
 that writes run state, attempts and outbox rows for owned runs only, resets the breaker count of
-all-succeeded schedules, and on PostgreSQL costs one statement per settle."""
+all-succeeded schedules, and on PostgreSQL costs one statement per settle; and the statements a
+PostgreSQL claim sends."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from scheduler.adapters.db.run_tables import delivery_attempts
+from scheduler.adapters.db.runs import claims_pg
 from scheduler.adapters.db.runs.settle import settle_params
 from scheduler.adapters.db.runs.sql_postgres import WRITE_OWNED_SQL
 from scheduler.adapters.db.tables import outbox, schedules
@@ -228,6 +230,29 @@ async def test_a_rolled_back_settle_leaves_nothing(
     assert (status, owner) == ("in_progress", "w:1")
     assert await rows(container, delivery_attempts) == []
     assert await rows(container, outbox) == []
+
+
+async def test_a_claim_runs_its_own_statements_on_generic_plans_only(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> None:
+    """PostgreSQL: the planner settings go first (the expired-lease probe included), the lanes
+    follow, and the plan choice is handed back before the rest of the claim's transaction."""
+    if container.engine.dialect.name != "postgresql":
+        pytest.skip("the asyncpg claim is PostgreSQL's")
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    async with uows() as uow:
+        assert await uow.runs.insert_runs([_run(s.id, n) for n in range(3)]) == 3
+        await uow.commit()
+    with _statements(container) as seen:
+        async with uows() as uow:
+            claimed, _ = await uow.runs.claim_due_runs("w:1", AT, AT + LEASE, 10)
+            await uow.commit()
+    assert len(claimed) == 3
+    assert seen[0] == claims_pg.CLAIM_PLANNER, seen
+    assert "force_generic_plan" in claims_pg.CLAIM_PLANNER
+    assert seen[1] == claims_pg.EXPIRED, seen
+    assert seen[-1] == CONFIGURED_PLANS_SQL, seen
+    assert CONFIGURED_PLANS_SQL not in seen[:-1], seen
 
 
 async def test_an_all_succeeded_settle_is_one_statement_on_postgres_four_on_sqlite(

@@ -34,7 +34,7 @@ from scheduler.service_layer.run_ports import DeliverySpec
 from servicekit.database import CONFIGURED_PLANS_SQL, asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
-# (one index probe each, sql_postgres.FAIR_CLAIM); due tenants beyond it are served
+# (one index probe each, sql_postgres.FAIR_CHOICE_SQL); due tenants beyond it are served
 # by the oldest-first fill and, as their runs become the oldest, first in a later claim.
 FAIR_TENANT_SCAN = 1000
 # SQLite (one writer, embedded) ranks tenants within the oldest `limit x 8` live due runs (at
@@ -81,8 +81,9 @@ class Claims(RunSql):
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> tuple[list[Run], dict[str, DeliverySpec]]:
         db = await asyncpg_connection(self.conn)
-        # Index paths and generic plans (servicekit.database.CLAIM_PLANNER_SQL says why); the
-        # claim's own statements only: the rest of its transaction plans as configured.
+        # Index paths and generic plans (servicekit.database.CLAIM_PLANNER_SQL says why). The
+        # generic plans are for the claim's own statements (reset below); the index paths stay
+        # for its whole transaction, the overlap checks that follow included.
         await db.execute(claims_pg.CLAIM_PLANNER)
         rows: list[Any] = []
         claimed: list[Run] = []

@@ -1,6 +1,8 @@
 """The dispatcher's claim on PostgreSQL, on asyncpg directly (issue 13: the hot path without the
 ORM): each lane is ONE statement that leases its runs and returns them joined with what their
-attempts need of the schedule (the delivery spec), so a claim reads no spec separately.
+attempts need of the schedule (the delivery spec), so a claim reads no spec separately. The
+reclaim of expired leases is two (`EXPIRED` picks and locks them, `RECLAIM` leases them) and
+counts their lost attempts through the unit of work.
 
 Lanes in order (`Claims.claim_due_runs`): runs whose worker died, the tenant-fair choice of
 live due runs, the oldest live due runs nobody holds, then backfill runs. The SQL is constant

@@ -96,8 +96,8 @@ FAIR_CHOICE_SQL = positional(
 
 # The settle write on PostgreSQL, one round trip: its three inputs are JSON arrays of rows (each
 # row an array, columns in the order of RUN_COLUMNS, ATTEMPT_COLUMNS, EVENT_COLUMNS): one text
-# parameter each, which asyncpg sends as it is, where 25 array parameters cost ~7 us of client
-# CPU per run to encode (measured), read by PostgreSQL as jsonb (`_rows`).
+# parameter each, typed jsonb (`_rows`: parsed once), whose text the asyncpg codec sends as it
+# is, where 25 array parameters cost ~7 us of client CPU per run to encode (measured).
 # - `locked` locks the runs still leased to the completion's owner, in id order (no deadlock
 #   with another settle or a lease extension), probing the primary key with the batch's ids
 #   (joined on v alone, the planner read every in_progress run, all replicas' leases, through
