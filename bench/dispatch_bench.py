@@ -724,6 +724,14 @@ if __name__ == "__main__":
         # The loop every entrypoint runs on (uvloop where installed), as the worker would.
         event_loop.run(_worker(sys.argv[2], int(sys.argv[3]), "--profile" in sys.argv[4:]))
     elif sys.argv[1:2] == ["--versus"]:
-        print(json.dumps(asyncio.run(_versus_only(int((sys.argv[2:] or ["3"])[0]))), indent=2))
+        # Checked before any database is touched: a bad count fails at once, in one line.
+        given = (sys.argv[2:] or ["3"])[0]
+        try:
+            rounds = int(given)
+        except ValueError:
+            rounds = 0
+        if rounds < 1:
+            raise SystemExit(f"--versus ROUNDS must be an integer of at least 1, not {given!r}")
+        print(json.dumps(asyncio.run(_versus_only(rounds)), indent=2))
     else:
         print(json.dumps(run("--quick" in sys.argv), indent=2))

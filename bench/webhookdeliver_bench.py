@@ -211,6 +211,8 @@ async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
                 break
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError(f"the CPU receiver did not start on {url} after 100 tries")
         await _cpu_drive(min(n, 300), via_deliverer)  # warm both pools
         await _cpu_drive(min(n, 300), via_raw)
         for r in range(rounds):  # interleaved, alternating who goes first
@@ -223,7 +225,11 @@ async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
         await deliverer.close()
         await raw.close()
         receiver.terminate()
-        receiver.wait()
+        try:
+            receiver.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # a receiver that ignores SIGTERM must not hang the bench
+            receiver.kill()
+            receiver.wait()
     d, p = statistics.median(delivered), statistics.median(plain)
     return {
         "deliverer_us": round(d, 1),

@@ -228,26 +228,30 @@ async def create_topics(bootstrap: str, names: Sequence[str], *, partitions: int
         await admin.close()
 
 
+# ---- clients for the tests -------------------------------------------------------------------
+
+# Upper bound for any wait on the broker in the tests (seconds).
+WAIT_LIMIT = 20.0
+
+
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's end offset (the offset the next record will get): what a consumer must
     have read past to have seen everything published so far."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    await consumer.start()
-    try:
-        await consumer.topics()  # a metadata refresh, so the partitions below are current
-        partitions = consumer.partitions_for_topic(topic) or set()
-        offsets = await consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
-        return {tp.partition: offset for tp, offset in offsets.items()}
-    finally:
-        await consumer.stop()
-
-
-# ---- clients for the tests -------------------------------------------------------------------
-
-# Upper bound for any wait on the broker in the tests (seconds).
-WAIT_LIMIT = 20.0
+    async with asyncio.timeout(WAIT_LIMIT):
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+        await consumer.start()
+        try:
+            await consumer.topics()  # a metadata refresh, so the partitions below are current
+            partitions = consumer.partitions_for_topic(topic)
+            if not partitions:
+                # An empty answer would make a wait for "every partition read to its end" vacuous.
+                raise RuntimeError(f"topic {topic!r} has no partitions on {bootstrap}")
+            offsets = await consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
+            return {tp.partition: offset for tp, offset in offsets.items()}
+        finally:
+            await consumer.stop()
 
 
 def unique(prefix: str) -> str:

@@ -103,6 +103,9 @@ def _literal(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            # PostgreSQL would read a naive timestamp in the session's time zone.
+            raise ValueError(f"naive datetime {value.isoformat()}: give it a time zone")
         return f"'{value.isoformat()}'"
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
@@ -115,13 +118,21 @@ async def explain_generic(
     """The plan of `sql` ($n parameters, typed by casts) as PostgreSQL runs it on its generic
     plan, as it does a prepared statement after five executions if that costs no more (EXPLAIN
     of a statement with bound values shows a plan for those values instead): PREPAREd, then
-    EXPLAIN EXECUTE under plan_cache_mode = force_generic_plan. In the caller's transaction."""
+    EXPLAIN EXECUTE under plan_cache_mode = force_generic_plan. In the caller's transaction,
+    which must be open on `db`; plan_cache_mode stays forced for the rest of that transaction
+    (the callers roll it back)."""
     name = f"generic_{uuid.uuid4().hex[:8]}"
+    arguments = ", ".join(_literal(a) for a in args)
     await db.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
-    await db.execute(f"PREPARE {name} AS {sql}")
-    try:
-        arguments = ", ".join(_literal(a) for a in args)
-        rows = await db.fetch(f"EXPLAIN ({options}) EXECUTE {name}({arguments})")
-    finally:
-        await db.execute(f"DEALLOCATE {name}")
+    # Savepoints (the caller's transaction is open, so asyncpg nests them): an error in PREPARE
+    # or EXPLAIN rolls back only to them, and is the one that propagates, not a DEALLOCATE
+    # refused in an aborted transaction.
+    async with db.transaction():
+        await db.execute(f"PREPARE {name} AS {sql}")
+        try:
+            async with db.transaction():
+                rows = await db.fetch(f"EXPLAIN ({options}) EXECUTE {name}({arguments})")
+        finally:
+            # Rolling back to a savepoint does not undo PREPARE: deallocate in either case.
+            await db.execute(f"DEALLOCATE {name}")
     return "\n".join(r[0] for r in rows)

@@ -14,6 +14,7 @@ runs a scheduler worker, a relay, a `serve` command or the embedded process goes
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import socket
@@ -41,12 +42,16 @@ async def wait_until(
     condition: Callable[[], bool | Awaitable[bool]], timeout: float, what: str, every: float = 0.1
 ) -> None:
     """Poll an outcome (not a duration) until it holds, failing after `timeout` seconds.
-    `condition` returns the outcome or an awaitable of it."""
+    `condition` returns the outcome, a bool, or an awaitable of it."""
     deadline = time.monotonic() + timeout
     while True:
         held = condition()
-        if not isinstance(held, bool):
+        if inspect.isawaitable(held):
             held = await held
+        if not isinstance(held, bool):
+            # An un-awaited coroutine inside a sync lambda, or a count or collection, is truthy
+            # or falsy by accident: a test bug, not an outcome.
+            raise TypeError(f"condition for {what} returned {type(held).__name__}, not a bool")
         if held:
             return
         if time.monotonic() > deadline:

@@ -55,9 +55,16 @@ class Collector:
 
     async def poll_to(self, ends: dict[int, int], timeout_seconds: float) -> None:
         """Poll until every partition was read up to its end offset in `ends`."""
-        async with asyncio.timeout(timeout_seconds):
-            while any(self._next_offset(p) < end for p, end in ends.items()):
-                await self.poll()
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                while any(self._next_offset(p) < end for p, end in ends.items()):
+                    await self.poll()
+        except TimeoutError:
+            reached = {p: self._next_offset(p) for p in ends}
+            raise AssertionError(
+                f"not read to the end offsets {ends} within {timeout_seconds} s:"
+                f" next offsets reached per partition {reached}"
+            ) from None
 
     def _next_offset(self, partition: int) -> int:
         offsets = [r.offset for r in self.records if r.partition == partition]

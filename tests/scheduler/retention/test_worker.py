@@ -37,7 +37,7 @@ from tests.scheduler.schedules.conftest import make_container
 WAIT_SECONDS = 15.0
 
 
-async def until(probe: Callable[[], Awaitable[bool]], what: str) -> None:
+async def until(probe: Callable[[], bool | Awaitable[bool]], what: str) -> None:
     await wait_until(probe, WAIT_SECONDS, what, every=0.02)
 
 
@@ -112,7 +112,7 @@ async def test_loop_prunes_and_counts_by_table(engine: AsyncEngine) -> None:
         def deleted(table: str) -> float | None:
             return registry.get_sample_value("scheduler_retention_deleted_total", {"table": table})
 
-        await until(_async(lambda: deleted("runs") == 7), "the counter")
+        await until(lambda: deleted("runs") == 7, "the counter")
         assert deleted("delivery_attempts") == 21
         assert deleted("outbox") == 4
         assert (
@@ -139,7 +139,7 @@ async def test_a_failed_pass_is_counted_and_the_loop_lives_on(tmp_path: Path) ->
     task = asyncio.create_task(worker.run())
     try:
         await until(
-            _async(lambda: registry.get_sample_value("scheduler_retention_failures_total") == 1),
+            lambda: registry.get_sample_value("scheduler_retention_failures_total") == 1,
             "the failure to be counted",
         )
         assert not task.done()
@@ -151,10 +151,3 @@ async def test_a_failed_pass_is_counted_and_the_loop_lives_on(tmp_path: Path) ->
 
 async def _is_zero(engine: AsyncEngine) -> bool:
     return await count(engine, runs) == 0
-
-
-def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
-    async def probe() -> bool:
-        return bool(check())
-
-    return probe

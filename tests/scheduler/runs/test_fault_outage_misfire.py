@@ -181,15 +181,12 @@ async def test_postgres_outage_workers_recover_and_missed_occurrences_follow_mis
         def planner_failures() -> int:
             return sum("planner: database unavailable" in m for m in caplog.messages)
 
-        async def planner_failed_since(seen: int) -> bool:
-            return planner_failures() > seen
-
         await wait_until(not_ready, WAIT, "/readyz 503 during the outage")
-        await wait_until(lambda: planner_failed_since(0), WAIT, "the planner to hit the outage")
+        await wait_until(lambda: planner_failures() > 0, WAIT, "the planner to hit the outage")
         clock.set(RESUMED)  # several occurrences pass while the database is unreachable
         seen = planner_failures()
         # It keeps retrying (backing off) at the new time, and still cannot plan.
-        await wait_until(lambda: planner_failed_since(seen), WAIT, "the planner to retry")
+        await wait_until(lambda: planner_failures() > seen, WAIT, "the planner to retry")
         assert worker.task is not None
         assert not worker.task.done()  # still alive, only waiting
         assert len(await rows(direct)) == len(made)  # nothing could be planned meanwhile
