@@ -99,9 +99,9 @@ class TokenVerifier:
             if self._hs256_key is None:
                 raise AuthError("algorithm HS256 is not accepted")
             return self._hs256_key, algorithm
-        if algorithm not in ASYMMETRIC_ALGORITHMS:
+        # A non-string `alg` (a list or an object is unhashable) is refused like an unknown one.
+        if not isinstance(algorithm, str) or algorithm not in ASYMMETRIC_ALGORITHMS:
             raise AuthError("token algorithm is not accepted")
-        assert isinstance(algorithm, str)
         if self._jwks is None:
             raise AuthError(f"algorithm {algorithm} is not accepted")
         kid = header.get("kid")
