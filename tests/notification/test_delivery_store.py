@@ -1,6 +1,6 @@
 """`SqlDeliveryStore` on both dialects (PostgreSQL: the asyncpg statements of delivery_pg.py):
 what a claim returns, a completion whose lease was taken over is dropped with its attempt and
-its streak change, and the streaks a batch writes."""
+its streak change, the streaks a batch writes, and every column a batch writes."""
 
 from __future__ import annotations
 
@@ -185,3 +185,69 @@ async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> Non
     assert "Bitmap" not in plan, plan
     most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
     assert most <= 2, plan
+
+
+async def test_a_batch_writes_each_completions_own_columns(setup: Setup) -> None:
+    """Every column of every completion lands on its own delivery and attempt: PostgreSQL's
+    COMPLETE takes them as aligned arrays (`delivery_pg.complete_args`), so values distinct per
+    delivery and per column catch an array out of line or a column swapped."""
+    s = setup
+    now = datetime.now(UTC)
+    claimed = await s.store.acquire_due_deliveries("own_a", now, now + timedelta(minutes=1), 10)
+    kinds = ("succeeded", "retrying", "dead")
+    batch = []
+    for i, c in enumerate(sorted(claimed, key=lambda c: c.id, reverse=True)):  # not id order
+        status = kinds[i % 3]
+        ok = status == "succeeded"
+        at = T0 + timedelta(seconds=i)
+        batch.append(
+            DeliveryCompletion(
+                delivery_id=c.id,
+                subscription_id=c.subscription.id,
+                owner="own_a",
+                attempt=AttemptRecord(
+                    number=1,
+                    started_at=at,
+                    duration_ms=100 + i,
+                    status_code=200 + i if ok else 500 + i,
+                    error_kind=None if ok else f"kind-{i}",
+                    error_message=None if ok else f"message-{i}",
+                    response_excerpt=f"excerpt-{i}",
+                ),
+                ok=ok,
+                status=status,
+                next_attempt_at=at + timedelta(minutes=i) if status == "retrying" else None,
+                round_started_at=at - timedelta(hours=i),
+                last_error=None if ok else f"last-{i}",
+            )
+        )
+    written_at = now + timedelta(seconds=1)
+    report = await s.store.complete_deliveries(batch, written_at)
+    assert report.written == {c.delivery_id for c in batch}
+    async with s.c.engine.connect() as conn:
+        rows = {r.id: r for r in await conn.execute(sa.select(webhook_deliveries))}
+        tried = {r.delivery_id: r for r in await conn.execute(sa.select(delivery_attempts))}
+    for want in batch:
+        row, a = rows[want.delivery_id], want.attempt
+        terminal = want.status in ("succeeded", "dead")
+        assert (row.status, row.attempt_count, row.round_attempts) == (want.status, 1, 1)
+        assert (row.next_attempt_at, row.round_started_at, row.last_error) == (
+            want.next_attempt_at,
+            want.round_started_at,
+            want.last_error,
+        )
+        assert (row.lease_owner, row.lease_expires_at) == (None, None)
+        assert row.finished_at == (written_at if terminal else None)
+        assert row.updated_at == written_at
+        got = tried[want.delivery_id]
+        assert (got.number, got.started_at, got.duration_ms, got.status_code) == (
+            a.number,
+            a.started_at,
+            a.duration_ms,
+            a.status_code,
+        )
+        assert (got.error_kind, got.error_message, got.response_excerpt) == (
+            a.error_kind,
+            a.error_message,
+            a.response_excerpt,
+        )
