@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from datetime import datetime
 
 from servicekit import secretbox
 from servicekit.secretbox import SecretBoxError, key_id
@@ -34,3 +35,18 @@ class SecretBox:
 
     def decrypt(self, stored: str, *, associated: str) -> str:
         return self._box.decrypt(stored, associated.encode())
+
+    def signing_secrets(
+        self,
+        schedule_id: str,
+        current: str,
+        previous: str | None,
+        previous_until: datetime | None,
+        now: datetime,
+    ) -> list[str]:
+        """A schedule's signing secrets from its stored columns: the current one, then the
+        previous one until it expires (the grace period of a rotation)."""
+        out = [self.decrypt(current, associated=schedule_id)]
+        if previous is not None and previous_until is not None and previous_until > now:
+            out.append(self.decrypt(previous, associated=schedule_id))
+        return out

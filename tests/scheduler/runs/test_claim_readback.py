@@ -13,6 +13,7 @@ from scheduler.adapters.db.runs.rows import run_to_row
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
+from scheduler.service_layer import schedules as schedule_svc
 from tests.scheduler.runs.conftest import T0, add_schedule
 
 LEASE = timedelta(seconds=30)
@@ -45,6 +46,15 @@ async def test_every_lanes_claimed_run_equals_its_row_read_back(
 ) -> None:
     live = await add_schedule(container, HOOK, name="live", payload={"n": 1, "s": "é\u2028"})
     backfill = await add_schedule(container, HOOK, name="backfill")
+    # The live schedule signs with two secrets (a rotation's grace period), the other with one.
+    await schedule_svc.rotate_secret(
+        uows(),
+        tenant_id="tenant-a",
+        schedule_id=live.id,
+        clock=lambda: T0 - timedelta(minutes=1),
+        new_secret=lambda: "whsec_" + "bmV3LW5ldy1uZXctbmV3LW5ldy1uZXctbmV3LW5ldy0w",
+        grace=timedelta(hours=1),
+    )
     planned = Run.planned(
         tenant_id="tenant-a",
         schedule_id=live.id,
@@ -78,6 +88,10 @@ async def test_every_lanes_claimed_run_equals_its_row_read_back(
     assert claimed[planned.id].payload == planned.payload
     assert claimed[planned.id].due_at == planned.due_at
     assert claimed[filled.id].backfill_id == "bfl_0001"
+    async with uows() as uow:
+        specs = await uow.runs.delivery_specs([live.id, backfill.id], AT)
+    assert len(specs[live.id].secrets) == 2
+    assert len(specs[backfill.id].secrets) == 1
 
     # Their leases run out: the reclaim lane takes them over and counts the lost attempt.
     later = timedelta(seconds=5) + LEASE + timedelta(seconds=1)

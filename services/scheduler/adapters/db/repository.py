@@ -261,10 +261,7 @@ class SqlScheduleRepository(ScheduleRepository):
         row = result.first()
         if row is None:
             return []
-        out = [self.box.decrypt(row[0], associated=schedule_id)]
-        if row[1] is not None and row[2] is not None and row[2] > now:
-            out.append(self.box.decrypt(row[1], associated=schedule_id))
-        return out
+        return self.box.signing_secrets(schedule_id, row[0], row[1], row[2], now)
 
     async def set_secret(
         self,

@@ -79,10 +79,13 @@ def delivery_spec(spec: dict[str, Any], box: SecretBox, now: datetime) -> Delive
     """What an attempt needs of a schedule, from its SPEC_COLUMNS (`target` and `retry_policy`
     parsed): its current secret, and the previous one until it expires."""
     sid = spec["id"]
-    secrets = [box.decrypt(spec["secret_ciphertext"], associated=sid)]
-    previous, until = spec["previous_secret_ciphertext"], spec["previous_secret_expires_at"]
-    if previous is not None and until is not None and until > now:
-        secrets.append(box.decrypt(previous, associated=sid))
+    secrets = box.signing_secrets(
+        sid,
+        spec["secret_ciphertext"],
+        spec["previous_secret_ciphertext"],
+        spec["previous_secret_expires_at"],
+        now,
+    )
     target = spec["target"]
     return DeliverySpec(
         schedule_id=sid,
