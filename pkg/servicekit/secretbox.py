@@ -14,6 +14,7 @@ import hashlib
 import os
 import secrets
 from collections.abc import Iterable
+from datetime import datetime
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -40,6 +41,16 @@ def parse_key(encoded: str) -> bytes:
     if len(key) != KEY_BYTES:
         raise SecretBoxError(f"key must decode to {KEY_BYTES} bytes, got {len(key)}")
     return key
+
+
+def in_force(
+    current: str, previous: str | None, previous_until: datetime | None, now: datetime
+) -> tuple[str, ...]:
+    """The stored secrets a rotated row signs with at `now`: the current one, then the previous
+    one while its grace period lasts (until `previous_until`, exclusive). Both services' rule."""
+    if previous is not None and previous_until is not None and now < previous_until:
+        return (current, previous)
+    return (current,)
 
 
 def key_id(key: bytes) -> str:

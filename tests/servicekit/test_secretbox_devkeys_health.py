@@ -1,9 +1,11 @@
-"""Secret box rotation and tamper detection, dev key files, and the health router."""
+"""Secret box rotation and tamper detection, which stored secrets a rotated row signs with, dev key
+files, and the health router."""
 
 from __future__ import annotations
 
 import stat
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -13,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from servicekit.devkeys import load_or_create_key
 from servicekit.health import health_router
-from servicekit.secretbox import SecretBox, SecretBoxError, generate_key, parse_key
+from servicekit.secretbox import SecretBox, SecretBoxError, generate_key, in_force, parse_key
 
 
 def test_round_trip_and_rotation() -> None:
@@ -87,3 +89,13 @@ async def test_health_router() -> None:
         assert not_ready.headers["content-type"].startswith("application/problem+json")
         metrics = await client.get("/metrics")
         assert "servicekit_test_total 1.0" in metrics.text
+
+
+def test_a_rotated_rows_previous_secret_signs_until_its_grace_ends_exclusive() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    second = timedelta(seconds=1)
+    assert in_force("cur", "old", now + second, now) == ("cur", "old")  # current first
+    assert in_force("cur", "old", now, now) == ("cur",)  # the grace ends at its instant
+    assert in_force("cur", "old", now - second, now) == ("cur",)
+    assert in_force("cur", None, now + second, now) == ("cur",)
+    assert in_force("cur", "old", None, now) == ("cur",)  # no expiry: never kept

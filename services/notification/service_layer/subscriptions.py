@@ -11,7 +11,7 @@ from typing import Any
 from notification.domain.subscriptions import normalize_filters
 from notification.service_layer.ports import Clock, NotificationStore, SubscriptionRecord
 from servicekit.ids import new_id
-from servicekit.secretbox import SecretBox
+from servicekit.secretbox import SecretBox, in_force
 from webhookdeliver import generate_secret, validate_target_url
 
 
@@ -150,14 +150,10 @@ class SubscriptionService:
 
     def signing_secrets(self, sub: SubscriptionRecord, now: datetime) -> list[str]:
         """Newest first; the previous secret only while its grace period lasts."""
-        secrets = [self._decrypt(sub.secret_enc, sub.id)]
-        if (
-            sub.previous_secret_enc is not None
-            and sub.previous_secret_expires_at is not None
-            and now < sub.previous_secret_expires_at
-        ):
-            secrets.append(self._decrypt(sub.previous_secret_enc, sub.id))
-        return secrets
+        stored = in_force(
+            sub.secret_enc, sub.previous_secret_enc, sub.previous_secret_expires_at, now
+        )
+        return [self._decrypt(s, sub.id) for s in stored]
 
     def _decrypt(self, ciphertext: str, sub_id: str) -> str:
         # A ciphertext never changes its plaintext (rotation writes a new one): caching it is

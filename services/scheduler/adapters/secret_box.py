@@ -44,9 +44,7 @@ class SecretBox:
         previous_until: datetime | None,
         now: datetime,
     ) -> list[str]:
-        """A schedule's signing secrets from its stored columns: the current one, then the
-        previous one until it expires (the grace period of a rotation)."""
-        out = [self.decrypt(current, associated=schedule_id)]
-        if previous is not None and previous_until is not None and previous_until > now:
-            out.append(self.decrypt(previous, associated=schedule_id))
-        return out
+        """A schedule's signing secrets from its stored columns, decrypted
+        (`servicekit.secretbox.in_force` says which)."""
+        stored = secretbox.in_force(current, previous, previous_until, now)
+        return [self.decrypt(s, associated=schedule_id) for s in stored]

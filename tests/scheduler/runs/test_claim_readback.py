@@ -7,24 +7,25 @@ one mapping fails here."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from scheduler.adapters.db.runs.rows import run_to_row
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
 from scheduler.service_layer import schedules as schedule_svc
-from tests.scheduler.runs.conftest import T0, add_schedule
+from tests.scheduler.runs.conftest import SECRET, T0, add_schedule
 
 LEASE = timedelta(seconds=30)
 HOOK = "https://hooks.example.com/run?x=1"  # stored, never called
-AT = T0 + timedelta(seconds=5)
+NEW_SECRET = "whsec_" + "bmV3LW5ldy1uZXctbmV3LW5ldy1uZXctbmV3LW5ldy0w"
+FIRST = T0 + timedelta(seconds=5)  # the first claim
+LATER = FIRST + LEASE + timedelta(seconds=1)  # its leases have run out
 
 
 async def _claim_and_read_back(
-    uows: SqlUnitOfWorkFactory, owner: str, now: timedelta, tenant: str
+    uows: SqlUnitOfWorkFactory, owner: str, at: datetime, tenant: str
 ) -> list[tuple[Run, Run]]:
-    at = T0 + now
     async with uows() as uow:
         claimed, specs = await uow.runs.claim_due_runs(owner, at, at + LEASE, 10)
         await uow.commit()
@@ -52,7 +53,7 @@ async def test_every_lanes_claimed_run_equals_its_row_read_back(
         tenant_id="tenant-a",
         schedule_id=live.id,
         clock=lambda: T0 - timedelta(minutes=1),
-        new_secret=lambda: "whsec_" + "bmV3LW5ldy1uZXctbmV3LW5ldy1uZXctbmV3LW5ldy0w",
+        new_secret=lambda: NEW_SECRET,
         grace=timedelta(hours=1),
     )
     planned = Run.planned(
@@ -80,7 +81,7 @@ async def test_every_lanes_claimed_run_equals_its_row_read_back(
         await uow.commit()
 
     # The live lanes and the backfill lane, in one claim.
-    first = await _claim_and_read_back(uows, "w:1", timedelta(seconds=5), "tenant-a")
+    first = await _claim_and_read_back(uows, "w:1", FIRST, "tenant-a")
     assert {r.id for r, _ in first} == {planned.id, filled.id}
     for run, back in first:
         assert run_to_row(run) == run_to_row(back)
@@ -89,16 +90,15 @@ async def test_every_lanes_claimed_run_equals_its_row_read_back(
     assert claimed[planned.id].due_at == planned.due_at
     assert claimed[filled.id].backfill_id == "bfl_0001"
     async with uows() as uow:
-        specs = await uow.runs.delivery_specs([live.id, backfill.id], AT)
-    assert len(specs[live.id].secrets) == 2
-    assert len(specs[backfill.id].secrets) == 1
+        specs = await uow.runs.delivery_specs([live.id, backfill.id], FIRST)
+    assert specs[live.id].secrets == (NEW_SECRET, SECRET)  # current first, then the previous
+    assert specs[backfill.id].secrets == (SECRET,)
 
     # Their leases run out: the reclaim lane takes them over and counts the lost attempt.
-    later = timedelta(seconds=5) + LEASE + timedelta(seconds=1)
-    second = await _claim_and_read_back(uows, "w:2", later, "tenant-a")
+    second = await _claim_and_read_back(uows, "w:2", LATER, "tenant-a")
     assert {r.id for r, _ in second} == {planned.id, filled.id}
     for run, back in second:
         assert run_to_row(run) == run_to_row(back)
         assert run.attempt_count == 1
         assert run.lease_owner == "w:2"
-        assert run.started_at == AT  # the first claim's start, kept
+        assert run.started_at == FIRST  # the first claim's start, kept
