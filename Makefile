@@ -26,6 +26,7 @@ test: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit services/scheduler services/notification embedded console
 	$(BIN)/lint-imports
 
