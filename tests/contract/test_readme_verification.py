@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 import webhookdeliver as wd
-from tests.support.http import serve_on_loopback
+from tests.support.http import Recorded, recording_receiver, serve_on_loopback
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 NEW, OLD, OTHER = (wd.generate_secret() for _ in range(3))
@@ -74,21 +74,13 @@ async def test_the_package_receiver_refuses_another_secret_and_a_stale_timestamp
 
 
 @pytest.fixture
-async def recorded() -> AsyncIterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
-    seen: list[tuple[dict[str, str], bytes]] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        seen.append((dict(request.headers), await request.read()))
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    async with serve_on_loopback(app) as port:
-        yield f"http://127.0.0.1:{port}/hook", seen
+async def recorded() -> AsyncIterator[tuple[str, Recorded]]:
+    async with recording_receiver() as got:
+        yield got
 
 
 async def test_the_plain_python_verify_accepts_each_secret_of_a_real_delivery(
-    recorded: tuple[str, list[tuple[dict[str, str], bytes]]],
+    recorded: tuple[str, Recorded],
 ) -> None:
     url, seen = recorded
     verify = readme_block("def verify(")["verify"]
@@ -102,7 +94,7 @@ async def test_the_plain_python_verify_accepts_each_secret_of_a_real_delivery(
 
 
 async def test_the_plain_python_verify_refuses_a_stale_timestamp(
-    recorded: tuple[str, list[tuple[dict[str, str], bytes]]],
+    recorded: tuple[str, Recorded],
 ) -> None:
     url, seen = recorded
     verify = readme_block("def verify(")["verify"]

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from aiohttp import web
 from pydantic import SecretStr
 from standardwebhooks import Webhook
 
@@ -30,6 +29,7 @@ from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 from servicekit.secretbox import generate_key
 from tests.notification.dispatch import deliver_due
+from tests.support.http import Recorded, recording_receiver
 
 AUTH_KEY = "contract-test-key-" + "k" * 40
 SIGNATURE_HEADERS = (
@@ -54,26 +54,13 @@ def receiver_verifies(secrets: list[str], headers: dict[str, str], body: bytes) 
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
-    seen: list[tuple[dict[str, str], bytes]] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        seen.append((dict(request.headers), await request.read()))
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}/hook", seen
-    await runner.cleanup()
+async def receiver() -> AsyncIterator[tuple[str, Recorded]]:
+    async with recording_receiver() as got:
+        yield got
 
 
 async def notification_delivery(
-    tmp_path: Path, url: str, fixed_ts: int, seen: list[tuple[dict[str, str], bytes]]
+    tmp_path: Path, url: str, fixed_ts: int, seen: Recorded
 ) -> tuple[str, dict[str, str], bytes]:
     """Subscribe, publish one schedule.triggered event, let notification deliver it once."""
     settings = NotificationSettings(
@@ -132,7 +119,7 @@ async def scheduler_delivery(
     webhook_id: str,
     payload: Any,
     fixed_ts: int,
-    seen: list[tuple[dict[str, str], bytes]],
+    seen: Recorded,
 ) -> tuple[dict[str, str], bytes]:
     """One attempt of a scheduler run through its webhook action (the dispatcher's send path)."""
     now = datetime.now(UTC)
@@ -164,7 +151,7 @@ async def scheduler_delivery(
 
 
 async def test_both_services_sign_identically_and_one_receiver_verifies_both(
-    tmp_path: Path, receiver: tuple[str, list[tuple[dict[str, str], bytes]]]
+    tmp_path: Path, receiver: tuple[str, Recorded]
 ) -> None:
     url, seen = receiver
     fixed_ts = int(time.time())

@@ -27,3 +27,22 @@ async def serve_on_loopback(
         yield port
     finally:
         await runner.cleanup()
+
+
+Recorded = list[tuple[dict[str, str], bytes]]
+"""Each request a `recording_receiver` answered: its headers and raw body, in arrival order."""
+
+
+@contextlib.asynccontextmanager
+async def recording_receiver() -> AsyncIterator[tuple[str, Recorded]]:
+    """A loopback `POST /hook` that answers 200 `ok` and records what came: yields (url, seen)."""
+    seen: Recorded = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append((dict(request.headers), await request.read()))
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    async with serve_on_loopback(app) as port:
+        yield f"http://127.0.0.1:{port}/hook", seen
