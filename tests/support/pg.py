@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -62,7 +62,9 @@ async def fresh_postgres_database(prefix: str = "t") -> AsyncIterator[str]:
 
 
 @contextmanager
-def session_database(prefix: str, migrate: Callable[[str], Awaitable[None]]) -> Iterator[str]:
+def session_database(
+    prefix: str, migrate: Callable[[str], Coroutine[Any, Any, None]]
+) -> Iterator[str]:
     """A database for a whole test session, migrated once (for session-scoped fixtures, which
     may be first requested from inside a running test loop: the admin work runs on a loop of
     its own). Creating a database costs ~0.5 s here, `truncate_all` ~10 ms."""
