@@ -70,9 +70,10 @@ def is_transient(exc: BaseException) -> bool:
     name = type(exc).__name__
     module = type(exc).__module__
     if module.startswith(_DB_MODULES):
-        if name == "InvalidCachedStatementError":
-            # asyncpg: a schema change under a prepared statement; it was dropped, and the retry
-            # prepares it anew (a settle batch is kept, not dropped).
+        if _cached_statement_invalidated(exc):
+            # asyncpg: a schema change (a migration) under a prepared statement; the statement
+            # was dropped (SQLAlchemy's dialect drops its whole cache), and the retry prepares it
+            # anew: a settle batch is kept, not dropped, and an API request answers 503, not 500.
             return True
         code = _sqlstate(exc)
         if code is not None:  # PostgreSQL says what it was (a bare DBAPIError says nothing)
@@ -83,6 +84,15 @@ def is_transient(exc: BaseException) -> bool:
     if module.startswith("eventbus"):
         return name in _BUS_NAMES
     return False
+
+
+def _cached_statement_invalidated(exc: BaseException) -> bool:
+    """asyncpg's error, raised bare or wrapped by SQLAlchemy (a `NotSupportedError` whose `orig`
+    is its dialect's `InvalidCachedStatementError`, SQLSTATE 0A000, which alone is no retry)."""
+    return any(
+        type(source).__name__ == "InvalidCachedStatementError"
+        for source in (exc, getattr(exc, "orig", None))
+    )
 
 
 def _sqlstate(exc: BaseException) -> str | None:
