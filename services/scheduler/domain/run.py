@@ -16,7 +16,7 @@ State machine (anything else raises `IllegalTransition`):
     pending | retrying | in_progress(owner) --skip -> skipped
     succeeded, failed, skipped: terminal.
 
-Leases: acquiring is set-based SQL (the runs repository's `acquire_due_runs` and
+Leases: acquiring is set-based SQL (the runs repository's `claim_due_runs` and
 `extend_run_leases`): it writes `lease_owner` and `lease_expires_at`. Every later
 write by a worker names its `owner` and is refused (`LeaseLost`) unless the run is still
 in_progress under that owner, so a worker whose lease expired and was taken over cannot overwrite

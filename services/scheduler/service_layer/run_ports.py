@@ -11,12 +11,13 @@ Contract every implementation keeps:
   scheduled_for, backfill_id) exists (one run per occurrence per backfill request).
 - `lock_due_schedules` hands each due schedule to one planner at a time (PostgreSQL: FOR UPDATE
   SKIP LOCKED; SQLite: one writer).
-- `acquire_due_runs` moves up to `limit` claimable runs to in_progress under `owner` until
+- `claim_due_runs` moves up to `limit` claimable runs to in_progress under `owner` until
   `lease_until` in one statement, each run to exactly one claimer (SKIP LOCKED); a pending run
   has next_attempt_at = scheduled_for, so it is never acquired early. A run taken over after its
   lease expired comes back with its lost attempt counted in `attempt_count` and recorded
   (`error_kind` worker_lost), in the same transaction (domain/run.py, "Lost attempts").
   Live runs are taken tenant-fair first; backfill runs only with what the claim has left.
+  Each run comes with its schedule's delivery spec.
 - `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
   events) only while its run is still in_progress under the completion's owner; the others are
   dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one
@@ -155,15 +156,11 @@ class RunRepository(Protocol):
         ...
 
     # ---- dispatcher ----------------------------------------------------------------------
-    async def acquire_due_runs(
-        self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> list[Run]: ...
-
     async def claim_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> tuple[list[Run], dict[str, DeliverySpec]]:
-        """`acquire_due_runs` with the delivery spec of each claimed run's schedule (absent:
-        the schedule row is gone), read in the same statements where the database allows."""
+        """The claimed runs, and the delivery spec of each one's schedule (absent: the schedule
+        row is gone), read in the same statements where the database allows."""
         ...
 
     async def delivery_specs(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,10 +12,12 @@ from scheduler.adapters.db.run_tables import delivery_attempts, runs
 from scheduler.adapters.db.tables import outbox, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
+from scheduler.domain.run import Run
 from scheduler.domain.schedule import Schedule
 from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispatcher
 from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
+from scheduler.service_layer.run_ports import RunRepository
 from tests.scheduler.runs.conftest import ManualClock
 from webhookdeliver import Deliverer
 
@@ -27,6 +29,14 @@ async def plan_at_occurrence(uows: SqlUnitOfWorkFactory, mclock: ManualClock, s:
     assert s.next_run_at is not None
     mclock.set(s.next_run_at)
     await plan_due(uows, now=mclock(), settings=PLAN)
+
+
+async def claim_runs(
+    repo: RunRepository, owner: str, now: datetime, lease_until: datetime, limit: int
+) -> list[Run]:
+    """The runs a dispatcher's claim hands `owner` (without their delivery specs)."""
+    claimed, _specs = await repo.claim_due_runs(owner, now, lease_until, limit)
+    return claimed
 
 
 def make_dispatcher(

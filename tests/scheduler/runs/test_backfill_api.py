@@ -19,6 +19,7 @@ from scheduler.entrypoints.api.app import app_from_container
 from scheduler.service_layer import tenant_events
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import T0, add_schedule
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 from tests.scheduler.tenant.conftest import entitlements_event
 
 HOURLY = "0 * * * *"
@@ -207,7 +208,7 @@ async def test_backfill_runs_are_claimed_only_after_the_live_runs_due(
     got: list[list[Trigger]] = []
     for _ in range(2):
         async with uows() as uow:
-            claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 8)
+            claimed = await claim_runs(uow.runs, "w:1", now, now + LEASE, 8)
             await uow.commit()
         got.append(sorted(r.trigger for r in claimed))
     assert got[0] == [Trigger.MANUAL] * 8

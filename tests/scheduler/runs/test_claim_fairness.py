@@ -14,7 +14,7 @@ from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.dispatch_service import tenant_round_robin
 from scheduler.service_layer.settle import Completion, settle_completions
 from tests.scheduler.runs.conftest import T0, add_schedule
-from tests.scheduler.runs.dispatch_helpers import schedule_row
+from tests.scheduler.runs.dispatch_helpers import claim_runs, schedule_row
 
 LEASE = timedelta(seconds=30)
 
@@ -48,7 +48,7 @@ async def test_a_burst_of_one_tenant_does_not_go_before_another_tenant(
     await _insert(uows, small)
     now = T0 + timedelta(seconds=1)
     async with uows() as uow:
-        claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 6)
+        claimed = await claim_runs(uow.runs, "w:1", now, now + LEASE, 6)
         await uow.commit()
     by_tenant = sorted(r.tenant_id for r in claimed)
     assert by_tenant == ["big"] * 3 + ["small"] * 3
@@ -74,8 +74,8 @@ async def test_concurrent_claimers_share_the_due_runs_without_overlap(
     async with uows() as first, uows() as second:
         # The first claimer's fair choice is locked (uncommitted) while the second claims: the
         # second skips it and still gets a full batch from the rest.
-        a = await first.runs.acquire_due_runs("w:a", now, now + LEASE, 10)
-        b = await second.runs.acquire_due_runs("w:b", now, now + LEASE, 10)
+        a = await claim_runs(first.runs, "w:a", now, now + LEASE, 10)
+        b = await claim_runs(second.runs, "w:b", now, now + LEASE, 10)
         await first.commit()
         await second.commit()
     assert (len(a), len(b)) == (10, 10)
@@ -94,9 +94,7 @@ async def _finish(uows: SqlUnitOfWorkFactory, runs: list[Run], oks: list[bool]) 
     assert len(runs) == len(oks)
     at = T0 + timedelta(seconds=1)
     async with uows() as uow:
-        claimed = {
-            r.id: r for r in await uow.runs.acquire_due_runs("w:s", at, at + LEASE, len(runs))
-        }
+        claimed = {r.id: r for r in await claim_runs(uow.runs, "w:s", at, at + LEASE, len(runs))}
         await uow.commit()
     completions = []
     for run, ok in zip(runs, oks, strict=True):

@@ -23,6 +23,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from servicekit.database import asyncpg_connection
 from tests.scheduler.runs.conftest import T0
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 from tests.support.pg import explain_generic
 
 pytestmark = pytest.mark.postgres
@@ -65,7 +66,7 @@ async def _claims_until_b_started(uows: SqlUnitOfWorkFactory) -> tuple[int, floa
     started = time.perf_counter()
     for n in range(1, 1_000):
         async with uows() as uow:
-            claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, CLAIM)
+            claimed = await claim_runs(uow.runs, "w:1", now, now + LEASE, CLAIM)
             await uow.commit()
         ids = {r.id for r in claimed}
         assert not ids & seen, "a run claimed twice"

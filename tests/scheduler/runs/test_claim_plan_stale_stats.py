@@ -19,6 +19,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
 from tests.scheduler.runs.conftest import T0
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 
 DUE = 3_000
 CLAIM = 50
@@ -52,7 +53,7 @@ async def test_claim_reads_about_its_window_not_every_due_run(
 
     now = T0 + timedelta(seconds=1)
     async with uows() as uow:
-        claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, CLAIM)
+        claimed = await claim_runs(uow.runs, "w:1", now, now + LEASE, CLAIM)
         fetched = (
             await uow.conn.execute(
                 sa.text(

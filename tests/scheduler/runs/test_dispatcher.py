@@ -26,6 +26,7 @@ from tests.scheduler.runs.conftest import SECRET, ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
     PLAN,
     attempt_rows,
+    claim_runs,
     make_dispatcher,
     outbox_types,
     plan_at_occurrence,
@@ -289,7 +290,7 @@ async def test_expired_lease_is_claimable_by_another_worker_and_loser_write_drop
     dead = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     now = mclock()
     async with uows() as uow:  # worker A claims and then "dies"
-        (claimed,) = await uow.runs.acquire_due_runs("A:1", now, now + timedelta(seconds=30), 10)
+        (claimed,) = await claim_runs(uow.runs, "A:1", now, now + timedelta(seconds=30), 10)
         await uow.commit()
     alive = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     mclock.advance(seconds=29)

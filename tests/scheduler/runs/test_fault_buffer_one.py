@@ -29,6 +29,7 @@ from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
     PLAN,
     attempt_rows,
+    claim_runs,
     make_dispatcher,
     plan_at_occurrence,
     run_rows,
@@ -270,7 +271,7 @@ async def test_a_predecessor_failed_at_take_over_wakes_the_waiting_run(
     t1 = s.next_run_at
     await plan_at_occurrence(uows, mclock, s)
     async with uows() as uow:
-        await uow.runs.acquire_due_runs("dead:1", t1, t1 + timedelta(seconds=90), 10)
+        await claim_runs(uow.runs, "dead:1", t1, t1 + timedelta(seconds=90), 10)
         await uow.commit()
     mclock.set(t1 + timedelta(minutes=1))
     await plan_due(uows, now=mclock(), settings=PLAN)

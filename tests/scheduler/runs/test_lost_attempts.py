@@ -23,6 +23,7 @@ from scheduler.service_layer.runs import get_run
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import (
     attempt_rows,
+    claim_runs,
     make_dispatcher,
     plan_at_occurrence,
     rows,
@@ -46,7 +47,7 @@ async def test_a_lost_attempt_is_counted_and_the_redelivery_is_attempt_two(
     await plan_at_occurrence(uows, mclock, s)
     claimed_at = mclock()
     async with uows() as uow:  # a worker claims, (maybe) sends, and dies before settling
-        (lost,) = await uow.runs.acquire_due_runs("dead:1", claimed_at, claimed_at + LEASE, 10)
+        (lost,) = await claim_runs(uow.runs, "dead:1", claimed_at, claimed_at + LEASE, 10)
         await uow.commit()
     assert lost.attempt_count == 0
     mclock.advance(seconds=31)
@@ -83,7 +84,7 @@ async def test_a_run_lost_twice_counts_both_and_retries_count_them(
     for owner in ("dead:1", "dead:2"):
         now = mclock()
         async with uows() as uow:
-            (taken,) = await uow.runs.acquire_due_runs(owner, now, now + LEASE, 10)
+            (taken,) = await claim_runs(uow.runs, owner, now, now + LEASE, 10)
             await uow.commit()
         mclock.advance(seconds=31)
     assert taken.attempt_count == 1  # the second claimer counted the first lost attempt
@@ -107,7 +108,7 @@ async def test_a_claim_with_nothing_expired_records_nothing(
     await plan_at_occurrence(uows, mclock, s)
     now = mclock()
     async with uows() as uow:
-        (held,) = await uow.runs.acquire_due_runs("alive:1", now, now + LEASE, 10)
+        (held,) = await claim_runs(uow.runs, "alive:1", now, now + LEASE, 10)
         await uow.commit()
     mclock.advance(seconds=29)  # the lease still holds: nobody takes it, nothing is lost
     assert await step(make_dispatcher(container, uows, deliverer, lease_seconds=30)) == 0
@@ -128,7 +129,7 @@ async def test_a_run_lost_max_lease_expiries_times_fails_without_another_attempt
     for owner in ("dead:1", "dead:2"):  # two workers die holding it
         now = mclock()
         async with uows() as uow:
-            await uow.runs.acquire_due_runs(owner, now, now + LEASE, 10)
+            await claim_runs(uow.runs, owner, now, now + LEASE, 10)
             await uow.commit()
         mclock.advance(seconds=31)
     d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
@@ -168,7 +169,7 @@ async def test_a_lost_last_attempt_fails_the_run_without_attempt_max_plus_one(
     await plan_at_occurrence(uows, mclock, s)
     now = mclock()
     async with uows() as uow:  # a worker claims and dies before settling
-        await uow.runs.acquire_due_runs("dead:1", now, now + LEASE, 10)
+        await claim_runs(uow.runs, "dead:1", now, now + LEASE, 10)
         await uow.commit()
     mclock.advance(seconds=31)
     d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
@@ -199,7 +200,7 @@ async def test_a_lost_run_is_taken_over_in_the_next_claim_whatever_the_backlog(
     s = await add_schedule(container, receiver.url("/ok"))
     await plan_at_occurrence(uows, mclock, s)
     async with uows() as uow:
-        (lost,) = await uow.runs.acquire_due_runs("dead:1", mclock(), mclock() + LEASE, 10)
+        (lost,) = await claim_runs(uow.runs, "dead:1", mclock(), mclock() + LEASE, 10)
         await uow.commit()
     now = mclock() + timedelta(seconds=31)
     async with container.engine.begin() as conn:  # 50 due runs, more than a claim of 10
@@ -221,7 +222,7 @@ async def test_a_lost_run_is_taken_over_in_the_next_claim_whatever_the_backlog(
             ],
         )
     async with uows() as uow:
-        claimed = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 10)
+        claimed = await claim_runs(uow.runs, "w:1", now, now + LEASE, 10)
         await uow.commit()
     assert len(claimed) == 10
     (taken,) = [r for r in claimed if r.id == lost.id]

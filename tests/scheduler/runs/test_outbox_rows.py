@@ -18,6 +18,7 @@ from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.settle import Completion, settle_completions
 from tests.scheduler.runs.conftest import T0, add_schedule
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 
 CEST = timezone(timedelta(hours=2))
 
@@ -85,7 +86,7 @@ async def test_every_writer_stores_the_builders_text(container: Container) -> No
     )
     async with container.uow_factory() as uow:
         await uow.runs.insert_runs([run])
-        (held,) = await uow.runs.acquire_due_runs("w:1", at, at + timedelta(seconds=30), 1)
+        (held,) = await claim_runs(uow.runs, "w:1", at, at + timedelta(seconds=30), 1)
         await uow.commit()
     held.record_attempt(
         "w:1", AttemptOutcome(ok=True, started_at=at, duration_ms=1, status_code=200), at, None

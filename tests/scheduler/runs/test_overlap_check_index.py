@@ -17,6 +17,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import OverlapPolicy
 from tests.scheduler.runs.conftest import T0, add_schedule
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 
 pytestmark = pytest.mark.postgres
 
@@ -65,7 +66,7 @@ async def test_the_overlap_check_reads_the_unfinished_runs_only(
     sa.event.listen(container.engine.sync_engine, "before_cursor_execute", capture)
     try:
         async with uows() as uow:  # the claim's transaction: CLAIM_PLANNER_SQL is set in it
-            (candidate,) = await uow.runs.acquire_due_runs("w:1", now, now + LEASE, 10)
+            (candidate,) = await claim_runs(uow.runs, "w:1", now, now + LEASE, 10)
             assert await uow.runs.earlier_unfinished([candidate]) == {candidate.id: 1}
             (statement, parameters) = statements[-1]
             result = await uow.runs.conn.exec_driver_sql(

@@ -48,7 +48,7 @@ def fail(started: datetime, *, retryable: bool = True, code: int | None = 503) -
 
 
 def claimed(owner: str = "w1", now: datetime = T0, run: Run | None = None) -> Run:
-    """The run as the runs repository's `acquire_due_runs` hands it over (the claim is SQL):
+    """The run as the runs repository's `claim_due_runs` hands it over (the claim is SQL):
     in_progress under `owner` until now + LEASE, first start kept."""
     run = run or pending()
     run.status = RunStatus.IN_PROGRESS

@@ -13,7 +13,7 @@ def at(seconds: float) -> datetime:
 
 
 def claimed(run: Run, owner: str, now: datetime) -> Run:
-    """As `acquire_due_runs` hands a run over: in_progress, first claim time kept."""
+    """As `claim_due_runs` hands a run over: in_progress, first claim time kept."""
     run.status = RunStatus.IN_PROGRESS
     run.lease_owner = owner
     run.lease_expires_at = now + timedelta(seconds=30)

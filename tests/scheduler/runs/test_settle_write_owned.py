@@ -26,7 +26,7 @@ from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.settle import Completion, settle_completions
 from servicekit.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
 from tests.scheduler.runs.conftest import T0, add_schedule
-from tests.scheduler.runs.dispatch_helpers import rows, run_rows, schedule_row
+from tests.scheduler.runs.dispatch_helpers import claim_runs, rows, run_rows, schedule_row
 from tests.support.pg import explain_generic
 
 LEASE = timedelta(seconds=30)
@@ -53,7 +53,7 @@ async def _claimed(
 ) -> dict[str, Run]:
     async with uows() as uow:
         assert await uow.runs.insert_runs(runs) == len(runs)
-        got = {r.id: r for r in await uow.runs.acquire_due_runs(owner, AT, AT + LEASE, len(runs))}
+        got = {r.id: r for r in await claim_runs(uow.runs, owner, AT, AT + LEASE, len(runs))}
         await uow.commit()
     async with uows.engine.begin() as conn:  # set-up events (schedule.created): not ours
         await conn.execute(sa.delete(outbox))

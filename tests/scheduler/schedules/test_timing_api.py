@@ -17,6 +17,7 @@ from scheduler.domain.tenant import Entitlements
 from scheduler.domain.timing import jitter_offset
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from tests.scheduler.conftest import StepClock, auth
+from tests.scheduler.runs.dispatch_helpers import claim_runs
 from tests.scheduler.schedules.conftest import schedule_body
 
 URL = "/v1/schedules/"
@@ -328,8 +329,8 @@ async def test_jitter_sets_due_at_and_no_attempt_starts_before_it(
     lease = timedelta(seconds=30)
     before = row.due_at - timedelta(seconds=1)
     async with container.uow_factory() as uow:
-        assert await uow.runs.acquire_due_runs("w1", before, before + lease, 10) == []
+        assert await claim_runs(uow.runs, "w1", before, before + lease, 10) == []
     async with container.uow_factory() as uow:
-        claimed = await uow.runs.acquire_due_runs("w1", row.due_at, row.due_at + lease, 10)
+        claimed = await claim_runs(uow.runs, "w1", row.due_at, row.due_at + lease, 10)
         await uow.commit()
     assert [r.id for r in claimed] == [row.id]

@@ -45,12 +45,6 @@ FAIR_WINDOW_MAX = 2000
 
 
 class Claims(RunSql):
-    async def acquire_due_runs(
-        self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> list[Run]:
-        runs_, _specs = await self.claim_due_runs(owner, now, lease_until, limit)
-        return runs_
-
     async def claim_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> tuple[list[Run], dict[str, DeliverySpec]]:
