@@ -13,6 +13,8 @@ occurrences in (after, until], on request.
   transaction.
 - The runs count toward `max_runs_per_day` in the UTC day of their `scheduled_for`, like every
   run (domain/tenant.py); a request that would take a day over the limit is refused whole.
+  Counting reserves the day until commit (`count_runs_by_tenant`), so concurrent requests and
+  planner passes cannot both spend what is left.
 - The dispatcher claims backfill runs in a lower-priority lane (adapters/db/runs/claims.py): only
   with what a claim has left after the live runs due, so a backfill never delays a live run.
 """

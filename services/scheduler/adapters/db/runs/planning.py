@@ -3,6 +3,7 @@ next_run_at updates, the planner's sleep probe and the max_runs_per_day counts."
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -15,6 +16,20 @@ from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
 from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
+
+# Advisory locks of max_runs_per_day, (namespace, key) in the two-int space: apart from the
+# relay's single bigint. Two tenant-days sharing a 32-bit key only wait for each other.
+QUOTA_DAY_LOCK_NAMESPACE = 0x51D0
+# In ascending key order, one statement: the order every counter takes them in.
+_LOCK_QUOTA_DAYS = sa.text(
+    "SELECT pg_advisory_xact_lock(:namespace, k) FROM unnest(CAST(:keys AS int[])) AS k ORDER BY k"
+)
+
+
+def quota_day_key(tenant_id: str, day_start: datetime) -> int:
+    """The advisory lock key (int4) of a tenant's quota day."""
+    digest = hashlib.blake2b(f"{tenant_id}\0{day_start.isoformat()}".encode(), digest_size=4)
+    return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 class PlannerQueries(RunSql):
@@ -124,6 +139,11 @@ class PlannerQueries(RunSql):
     ) -> dict[str, int]:
         if not tenant_ids:
             return {}
+        if self.is_postgres:
+            keys = sorted({quota_day_key(t, start) for t in tenant_ids})
+            await self.conn.execute(
+                _LOCK_QUOTA_DAYS, {"namespace": QUOTA_DAY_LOCK_NAMESPACE, "keys": keys}
+            )
         q = (
             sa.select(runs.c.tenant_id, sa.func.count())
             .where(
