@@ -4,7 +4,8 @@ schedules made through the real service layer and unit of work, and private tans
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -91,7 +92,13 @@ class Store:
         """Every outbox row's envelope, in id order."""
         return [json.loads(r.payload) for r in await self.outbox_rows()]
 
-    def relay(self, publisher: Publisher, **config: object) -> OutboxRelay:
+    def relay(
+        self,
+        publisher: Publisher,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        **config: object,
+    ) -> OutboxRelay:
         """A relay with its own metrics registry (so tests read only their own values)."""
         relay = OutboxRelay(
             self.engine,
@@ -99,6 +106,7 @@ class Store:
             clock=self.clock,
             config=RelayConfig(**config),  # type: ignore[arg-type]
             registry=CollectorRegistry(),
+            monotonic=monotonic,
         )
         self.relays.append(relay)
         return relay

@@ -77,3 +77,28 @@ class FailingOnCall:
         if self.calls == self.fail_on:
             raise PublishError("bus unavailable (test)")
         await self.inner.publish(messages)
+
+
+class SlowBus:
+    """Publishes for real, each batch taking `seconds` on a manual monotonic clock (a bus that
+    acknowledges slowly), without sleeping."""
+
+    def __init__(self, inner: Publisher, seconds: float) -> None:
+        self.inner = inner
+        self.seconds = seconds
+        self.now = 0.0
+        self.batches = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        await self.inner.publish(messages)
+        self.now += self.seconds
+        self.batches += 1

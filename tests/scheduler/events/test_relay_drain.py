@@ -1,6 +1,7 @@
 """The pipelined drain: batch k is marked sent while batch k+1 is read and published. A failure
 mid-stream keeps every acknowledged batch marked and every other row waiting; rows are marked by
-id, so a lower id committed late is still relayed; backoff and settings stay bounded."""
+id, so a lower id committed late is still relayed; a pass behind a slow bus ends in time and the
+next goes on at once; backoff and settings stay bounded."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from scheduler.adapters.events import OutboxRelay, RelayConfig
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from tests.scheduler.conftest import T0
 from tests.scheduler.events.conftest import Store
-from tests.scheduler.events.publishers import FailingOnCall
+from tests.scheduler.events.publishers import FailingOnCall, SlowBus
 
 
 async def read_all(bus: InProcessBus) -> list[Record]:
@@ -60,6 +61,32 @@ async def test_drain_stops_after_max_batches(store: Store) -> None:
     relay = store.relay(publisher, batch_size=2)
     assert await relay.drain(max_batches=2) == 4
     assert len(await store.unsent_event_ids()) == 3
+
+
+async def test_a_pass_behind_a_slow_bus_ends_in_time_and_the_next_goes_on_at_once(
+    store: Store,
+) -> None:
+    for i in range(20):
+        await store.create(f"s{i}")
+    order = [row.event_id for row in await store.outbox_rows()]
+    bus = InProcessBus()
+    inner = bus.publisher()
+    await inner.start()
+    slow = SlowBus(inner, seconds=4.0)  # 10 batches: 40 s in one pass without the bound
+    relay = store.relay(slow, monotonic=slow.monotonic, batch_size=2, pass_seconds=10.0)
+    passes: list[tuple[float | None, int, float]] = []
+    while True:
+        started, before = slow.now, slow.batches
+        wait = await relay.step()
+        passes.append((wait, slow.batches - before, slow.now - started))
+        if wait is None:
+            break
+        assert len(passes) < 10, passes
+    # No further batch is read after 10 s: the batch under way when the time is up is the last.
+    assert passes == [(0.0, 4, 16.0), (0.0, 4, 16.0), (None, 2, 8.0)], passes
+    ids = [decode(r.value)["id"] for r in await read_all(bus)]
+    assert ids == order  # each exactly once, in id order
+    assert await store.unsent_event_ids() == []
 
 
 @pytest.mark.postgres
@@ -114,6 +141,7 @@ async def test_the_loop_backs_off_doubling_with_jitter_capped_by_the_config(
         {"batch_size": 10_001},
         {"poll_interval_seconds": 0},
         {"retry_initial_seconds": 5, "retry_max_seconds": 1},
+        {"pass_seconds": 0},
     ],
 )
 def test_unbounded_or_nonsensical_settings_are_refused(bad: dict[str, float]) -> None:

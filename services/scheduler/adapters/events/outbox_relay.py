@@ -24,6 +24,10 @@ Order per schedule follows the outbox id (the commit order of the schedule's own
 are serialised by its row). Events of one schedule written by concurrent transactions that do not
 touch the schedule row may be relayed in commit order instead of id order.
 
+A pass of the loop drains batches for at most `pass_seconds` (then refreshes the lag metrics and
+goes on at once): a long backlog behind a slow bus never runs into the loop's step timeout,
+whose cancellation would republish the batch in flight.
+
 The relay never deletes: sent rows are the retention worker's (service_layer/retention.py,
 `SCHEDULER_OUTBOX_RETENTION_SECONDS`). Lag metrics (`scheduler_outbox_unsent`,
 `scheduler_outbox_oldest_unsent_age_seconds`) are refreshed by every replica, so whichever
@@ -35,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -85,6 +90,8 @@ class RelayConfig:
     metrics_interval_seconds: float = 5.0
     # How often a standby tries to take over the advisory lock.
     standby_retry_seconds: float = 2.0
+    # A pass reads no further batch after this long; well under the loop's step timeout (60 s).
+    pass_seconds: float = 10.0
     lock_key: int = RELAY_LOCK_KEY
 
     def __post_init__(self) -> None:
@@ -96,6 +103,7 @@ class RelayConfig:
             "retry_max_seconds",
             "metrics_interval_seconds",
             "standby_retry_seconds",
+            "pass_seconds",
         ):
             value = getattr(self, name)
             if not 0 < value <= 3_600:
@@ -197,8 +205,10 @@ class OutboxRelay:
         config: RelayConfig | None = None,
         registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._engine = engine
+        self._monotonic = monotonic
         self._publisher = publisher
         self._clock = clock
         self.config = config or RelayConfig()
@@ -207,8 +217,8 @@ class OutboxRelay:
         self._leadership = _Leadership(engine, self.config.lock_key)
         self._wake = asyncio.Event()
         self._last_metrics: float | None = None
-        # A pass of the loop drains at most this many batches, then refreshes metrics if due
-        # (so a long backlog does not starve them).
+        # A pass of the loop drains at most this many batches (and for at most `pass_seconds`),
+        # then refreshes metrics if due (so a long backlog does not starve them).
         self._batches_per_pass = 100
         self.loop = WorkerLoop(
             "outbox relay",
@@ -255,25 +265,37 @@ class OutboxRelay:
             await self._mark_sent([row.id for row in rows])
         return len(rows)
 
-    async def drain(self, *, max_batches: int = 1_000) -> int:
-        """Relay until a read finds less than a full batch (or `max_batches` were read); return
-        how many rows were handled. Pipelined: while batch k is being marked sent (on a pooled
-        connection), batch k+1 is read and published; a batch is published only after the
-        previous one was acknowledged, so the order per key holds. Rows of batch k are excluded
-        from the next read by id (`id > last id of k`); a lower id that commits late is found
-        by the next drain, which starts from the lowest unsent id again."""
+    async def drain(self, *, max_batches: int = 1_000, seconds: float | None = None) -> int:
+        """Relay until a read finds less than a full batch, or `max_batches` were read, or
+        `seconds` have passed (no further batch is read then); return how many rows were
+        handled."""
+        total, _ = await self._drain(max_batches, seconds)
+        return total
+
+    async def _drain(self, max_batches: int, seconds: float | None) -> tuple[int, bool]:
+        """`drain`, and whether it stopped after a full batch (more may be waiting).
+
+        Pipelined: while batch k is being marked sent (on a pooled connection), batch k+1 is
+        read and published; a batch is published only after the previous one was acknowledged,
+        so the order per key holds. Rows of batch k are excluded from the next read by id
+        (`id > last id of k`); a lower id that commits late is found by the next drain, which
+        starts from the lowest unsent id again."""
         if not await self.acquire_leadership():
-            return 0
+            return 0, False
+        deadline = None if seconds is None else self._monotonic() + seconds
         total = 0
+        full = False
         marking: asyncio.Task[None] | None = None
         prefetch: asyncio.Task[Sequence[Any]] | None = None
         try:
             rows = await self._read_unsent(after_id=None)
             for batch_number in range(1, max_batches + 1):
                 if not rows:
+                    full = False
                     break
                 full = len(rows) == self.config.batch_size
-                if full and batch_number < max_batches:
+                in_time = deadline is None or self._monotonic() < deadline
+                if full and batch_number < max_batches and in_time:
                     prefetch = asyncio.create_task(self._read_unsent(after_id=rows[-1].id))
                 await self._publish(rows)
                 if marking is not None:
@@ -301,7 +323,7 @@ class OutboxRelay:
                 *(t for t in (prefetch, marking) if t is not None), return_exceptions=True
             )
             raise
-        return total
+        return total, full
 
     async def _read_unsent(self, *, after_id: int | None) -> Sequence[Any]:
         query = (
@@ -387,13 +409,14 @@ class OutboxRelay:
             await asyncio.shield(self.release_leadership())
 
     async def step(self) -> float | None:
-        """One pass: the leader drains up to `_batches_per_pass` batches; a standby looks again
-        after `standby_retry_seconds`. Returns 0 while a backlog remains."""
+        """One pass: the leader drains up to `_batches_per_pass` batches, for at most
+        `pass_seconds`; a standby looks again after `standby_retry_seconds`. Returns 0 while a
+        backlog remains."""
         try:
             if not await self.acquire_leadership():
                 await self._periodic_metrics()
                 return self.config.standby_retry_seconds
-            published = await self.drain(max_batches=self._batches_per_pass)
+            _, more = await self._drain(self._batches_per_pass, self.config.pass_seconds)
             await self._periodic_metrics()
         except PublishError:
             # The lag gauges matter most during an outage: keep them current.
@@ -405,9 +428,7 @@ class OutboxRelay:
             await self._leadership.release(clean=False)
             self.metrics.leader.set(0)
             raise
-        if published < self.config.batch_size * self._batches_per_pass:
-            return None
-        return 0.0
+        return 0.0 if more else None
 
     # -- loop helpers ---------------------------------------------------------------------------
 
