@@ -1,8 +1,9 @@
-"""Opaque cursor pagination over a (created_at, id) key.
+"""Opaque cursor pagination over a (time, id) key: the one cursor codec of both services.
 
 A cursor is URL-safe base64 (no padding) of a small JSON object; clients must treat it as opaque.
-Anything that does not decode to exactly that shape is answered 400 (`invalid-cursor`), so a
-tampered cursor never reaches a query. Lists fetch `limit + 1` rows and call `split_page`.
+Anything that does not decode to exactly that shape is refused (`parse_cursor` raises
+`InvalidCursor`, which each API answers with `invalid_cursor_problem()`: 400 `invalid-cursor`),
+so a tampered cursor never reaches a query. Lists fetch `limit + 1` rows and call `split_page`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ _MAX_CURSOR_CHARS = 512
 @dataclass(frozen=True)
 class Cursor:
     created_at: datetime
+    """The sort key's time (a schedule's created_at, a run's scheduled_for, ...)."""
     id: str
+
+    @property
+    def key(self) -> tuple[datetime, str]:
+        return self.created_at, self.id
+
+
+class InvalidCursor(ValueError):
+    """Not a cursor this API returned."""
 
 
 def encode_cursor(created_at: datetime, ident: str) -> str:
@@ -37,7 +47,7 @@ def encode_cursor(created_at: datetime, ident: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _invalid() -> ProblemError:
+def invalid_cursor_problem() -> ProblemError:
     return ProblemError(
         400,
         "invalid-cursor",
@@ -46,10 +56,10 @@ def _invalid() -> ProblemError:
     )
 
 
-def decode_cursor(cursor: str) -> Cursor:
-    """Decode a cursor or raise a 400 `ProblemError`."""
+def parse_cursor(cursor: str) -> Cursor:
+    """Decode a cursor or raise `InvalidCursor`."""
     if not cursor or len(cursor) > _MAX_CURSOR_CHARS:
-        raise _invalid()
+        raise InvalidCursor("empty or too long")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         obj = json.loads(raw)
@@ -62,8 +72,16 @@ def decode_cursor(cursor: str) -> Cursor:
         if when.tzinfo is None:
             raise ValueError("naive")
     except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise _invalid() from exc
+        raise InvalidCursor(str(exc)) from None
     return Cursor(when, ident)
+
+
+def decode_cursor(cursor: str) -> Cursor:
+    """Decode a cursor or raise the 400 `ProblemError` (for API layers)."""
+    try:
+        return parse_cursor(cursor)
+    except InvalidCursor:
+        raise invalid_cursor_problem() from None
 
 
 def split_page(

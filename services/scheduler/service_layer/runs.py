@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.domain.run import Attempt, Run, Trigger
-from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import InvalidInput, NotFound
 from scheduler.service_layer.run_ports import RunPageFilter
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from servicekit.pagination import encode_cursor, parse_cursor
 
 Clock = Callable[[], datetime]
 Wake = Callable[[], None]
@@ -141,7 +141,7 @@ def _page_start(cursor: str | None, filters: RunPageFilter) -> tuple[datetime, s
     start, end = filters.scheduled_from, filters.scheduled_to
     if start is not None and end is not None and start > end:
         raise InvalidInput("from", "must not be after 'to'")
-    return decode_cursor(cursor) if cursor else None
+    return parse_cursor(cursor).key if cursor else None
 
 
 def _page(rows: list[Run], limit: int) -> RunPage:

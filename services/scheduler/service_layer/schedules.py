@@ -34,7 +34,6 @@ from scheduler.domain.timing import (
     annotated_occurrences,
     check_timing,
 )
-from scheduler.service_layer.cursor import decode_cursor, encode_cursor
 from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
@@ -48,6 +47,7 @@ from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.quota import check_definition, check_resume
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
 from servicekit.ids import new_id
+from servicekit.pagination import encode_cursor, parse_cursor
 
 Clock = Callable[[], datetime]
 SecretFactory = Callable[[], str]
@@ -289,7 +289,7 @@ async def list_schedules(
 ) -> Page:
     """One page ordered by (created_at, id). The cursor is the last item's key, so rows inserted
     later (later created_at) never shift or repeat what a client already saw."""
-    after = decode_cursor(cursor) if cursor else None
+    after = parse_cursor(cursor).key if cursor else None
     async with uow:
         rows = list(
             await uow.schedules.list_page(tenant_id, limit=limit + 1, after=after, filters=filters)

@@ -43,10 +43,19 @@ async def test_filters_by_action(client: httpx.AsyncClient) -> None:
     assert [i["id"] for i in r.json()["items"]] == [hook]
 
 
-async def test_bad_cursor_and_limit_are_422(client: httpx.AsyncClient) -> None:
-    r = await client.get("/v1/schedules/", params={"cursor": "garbage!!"}, headers=auth())
-    assert r.status_code == 422
-    assert r.json()["field"] == "cursor"
+async def test_a_bad_cursor_is_400_as_in_notification_and_a_bad_limit_422(
+    client: httpx.AsyncClient,
+) -> None:
+    # Garbage, and the shape of another codec (a JSON array): the one codec's 400.
+    for cursor in ("garbage!!", "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiwic2NoXzEiXQ"):
+        r = await client.get("/v1/schedules/", params={"cursor": cursor}, headers=auth())
+        assert r.status_code == 400, (cursor, r.text)
+        assert r.json()["field"] == "cursor"
+        assert r.json()["type"].endswith("/invalid-cursor")
+        assert r.headers["content-type"].startswith("application/problem+json")
+    # Longer than any cursor of ours: refused by the parameter's schema, naming it.
+    r = await client.get("/v1/schedules/", params={"cursor": "x" * 600}, headers=auth())
+    assert (r.status_code, r.json()["field"]) == (422, "cursor"), r.text
     for limit in (0, 101):
         r = await client.get("/v1/schedules/", params={"limit": limit}, headers=auth())
         assert r.status_code == 422

@@ -26,6 +26,7 @@ from scheduler.service_layer.errors import (
     TenantSuspended,
     VersionMismatch,
 )
+from servicekit.pagination import InvalidCursor, invalid_cursor_problem
 from servicekit.problems import (
     TYPE_PREFIX,
     ProblemError,
@@ -95,6 +96,10 @@ async def _service(_request: Request, exc: Exception) -> JSONResponse:
     return await _unexpected(_request, exc)
 
 
+async def _cursor(request: Request, exc: Exception) -> JSONResponse:
+    return render(request, invalid_cursor_problem())  # as notification answers it
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
     return problem(500, "internal error; the request was not completed")
@@ -107,4 +112,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _problem)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(ServiceError, _service)
+    app.add_exception_handler(InvalidCursor, _cursor)
     app.add_exception_handler(Exception, _unexpected)
