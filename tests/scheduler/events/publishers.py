@@ -7,40 +7,40 @@ from collections.abc import Sequence
 from eventbus import Message, Publisher, PublishError, Record
 
 
-class RelayKilled(Exception):
-    """Stands for the relay process dying right after the bus acknowledged a batch."""
+class _Wrapper:
+    """A real publisher inside: starting and stopping are its own."""
 
-
-class CrashAfterPublish:
-    """Publishes for real, then "dies" before the relay can mark the rows sent."""
-
-    def __init__(self, inner: Publisher) -> None:
-        self.inner = inner
+    inner: Publisher
 
     async def start(self) -> None:
         await self.inner.start()
 
     async def stop(self) -> None:
         await self.inner.stop()
+
+
+class RelayKilled(Exception):
+    """Stands for the relay process dying right after the bus acknowledged a batch."""
+
+
+class CrashAfterPublish(_Wrapper):
+    """Publishes for real, then "dies" before the relay can mark the rows sent."""
+
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
 
     async def publish(self, messages: Sequence[Message]) -> None:
         await self.inner.publish(messages)
         raise RelayKilled("killed between publish and mark-sent")
 
 
-class FailingFirst:
+class FailingFirst(_Wrapper):
     """Refuses the first `failures` batches (a bus that is down), then publishes for real."""
 
     def __init__(self, inner: Publisher, failures: int) -> None:
         self.inner = inner
         self.remaining = failures
         self.refused = 0
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
 
     async def publish(self, messages: Sequence[Message]) -> None:
         if self.remaining > 0:
@@ -58,19 +58,13 @@ def by_key(records: Sequence[Record]) -> dict[str | None, list[Record]]:
     return groups
 
 
-class FailingOnCall:
+class FailingOnCall(_Wrapper):
     """Publishes for real except on call number `fail_on` (1-based), which is refused."""
 
     def __init__(self, inner: Publisher, fail_on: int) -> None:
         self.inner = inner
         self.fail_on = fail_on
         self.calls = 0
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
 
     async def publish(self, messages: Sequence[Message]) -> None:
         self.calls += 1
@@ -79,7 +73,7 @@ class FailingOnCall:
         await self.inner.publish(messages)
 
 
-class SlowBus:
+class SlowBus(_Wrapper):
     """Publishes for real, each batch taking `seconds` on a manual monotonic clock (a bus that
     acknowledges slowly), without sleeping."""
 
@@ -91,12 +85,6 @@ class SlowBus:
 
     def monotonic(self) -> float:
         return self.now
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
 
     async def publish(self, messages: Sequence[Message]) -> None:
         await self.inner.publish(messages)
