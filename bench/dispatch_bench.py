@@ -57,8 +57,8 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
-from servicekit import event_loop
-from servicekit.gc_tuning import freeze_startup_heap
+from servicekit.runtime import event_loop
+from servicekit.runtime.gc_tuning import freeze_startup_heap
 from webhookdeliver import sign
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import dispatch_bench
 from notification.bootstrap import bootstrap
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 from tests.notification.replica_fault import (
     create_endpoints,
     insert_due_deliveries,

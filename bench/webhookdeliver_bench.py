@@ -5,7 +5,8 @@ concurrency and the same keep-alive pool limits, alternating rounds so machine n
 compare the ratio, not the absolute figures.
 
 `cpu_per_attempt` is issue 13's figure: process CPU (time.process_time) per POST on the workers'
-loop (servicekit.event_loop: uvloop where installed) at concurrency 64, against a receiver in
+loop (servicekit.runtime.event_loop: uvloop where installed) at concurrency 64, against a receiver
+in
 another process (so only the client's CPU counts), for `Deliverer.deliver` and for a
 hand-written aiohttp POST of the same headers (signed inline from one message);
 `deliverer_extra_us` is what the deliverer costs on top.
@@ -28,7 +29,7 @@ import aiohttp
 from aiohttp import web
 
 import webhookdeliver as wd
-from servicekit import event_loop
+from servicekit.runtime import event_loop
 
 BODY = b'{"schedule_id":"sch_bench","payload":"' + b"x" * 200 + b'"}'
 CONCURRENCY = 50

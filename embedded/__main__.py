@@ -40,9 +40,9 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
 from scheduler.entrypoints.cli_serve import build, serve
-from servicekit.gc_tuning import freeze_startup_heap
-from servicekit.http_server import http_server
+from servicekit.http.server import http_server
 from servicekit.logging import configure_logging
+from servicekit.runtime.gc_tuning import freeze_startup_heap
 
 HOST = "127.0.0.1"
 DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088

@@ -1,5 +1,5 @@
 """TEST_EVENT_LOOP=uvloop runs every async test on uvloop, the production loop
-(servicekit/event_loop.py); by default pytest-asyncio's stock loop."""
+(servicekit/runtime/event_loop.py); by default pytest-asyncio's stock loop."""
 
 from __future__ import annotations
 

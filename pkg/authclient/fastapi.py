@@ -27,7 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from authclient.errors import AuthError
 from authclient.principal import Principal
 from authclient.verifier import TokenVerifier
-from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
 
 # One problem-type namespace for auth refusals and the services' own errors.
 PROBLEM_TYPE_BASE = TYPE_PREFIX

@@ -2,7 +2,7 @@
 
 `{"id": "evt_…", "type", "tenant_id", "time", "data": {…}, ...}` plus optional top-level fields
 such as `schedule_id`, `run_id` and `scheduled_for`. Times are written RFC 3339 UTC with `Z`
-(`servicekit.timestamps`, the style of every API response too); any explicit offset is read.
+(`servicekit.data.timestamps`, the style of every API response too); any explicit offset is read.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from eventbus.errors import EnvelopeError
 from eventbus.limits import MAX_MESSAGE_BYTES
-from servicekit.timestamps import format_utc
+from servicekit.data.timestamps import format_utc
 
 REQUIRED_FIELDS: tuple[str, ...] = ("id", "type", "tenant_id", "time", "data")
 

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 
 
 def load_or_create_key(path: Path, generate: Callable[[], str] = generate_key) -> str:

@@ -5,7 +5,7 @@ structlog renders every record — ours, uvicorn's, SQLAlchemy's — as one JSON
 stderr (or as aligned key=value text when stderr is a terminal). Values under sensitive-looking
 keys (secret, token, authorization, password, signature, api key) are redacted by key name, a
 second line of defence behind never passing secrets to a logger at all. Database errors are
-rendered by class, SQLSTATE and statement, never by their message (`servicekit.safe_errors`):
+rendered by class, SQLSTATE and statement, never by their message (`servicekit.data.safe_errors`):
 the message can quote bound values.
 
 `LOG_FORMAT` (`json` | `console`) and `LOG_LEVEL` (`INFO`, ...) override the defaults.
@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from servicekit.safe_errors import format_exception, scrub_database_errors
+from servicekit.data.safe_errors import format_exception, scrub_database_errors
 
 _SENSITIVE = ("secret", "token", "authorization", "password", "signature", "api_key", "apikey")
 REDACTED = "[redacted]"

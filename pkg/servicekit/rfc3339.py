@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
-from servicekit.timestamps import format_utc
+from servicekit.data.timestamps import format_utc
 
 # RFC 3339 §5.6 date-time: full-date "T" full-time, time-offset mandatory ("Z" or ±hh:mm).
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")

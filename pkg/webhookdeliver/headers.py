@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
+from servicekit.data.timestamps import format_utc
 from servicekit.text import header_value_problem, is_token
-from servicekit.timestamps import format_utc
 from webhookdeliver.signing import signed_message, standard_signature_of, x_signature_of
 
 # Ours (signature and metadata), framing (Host, Content-Length, Transfer-Encoding), hop-by-hop

@@ -30,8 +30,8 @@ from notification.service_layer.email_sender import EmailSender, EmailSettings
 from notification.service_layer.fanout import FanOut
 from notification.service_layer.ports import Mailer
 from notification.service_layer.subscriptions import SubscriptionService
+from servicekit.data.secretbox import SecretBox, SecretBoxError
 from servicekit.devkeys import load_or_create_key
-from servicekit.secretbox import SecretBox, SecretBoxError
 from webhookdeliver import BackoffPolicy, Deliverer
 
 DEV_SECRET_KEY_FILE = "notification-secret.key"

@@ -12,10 +12,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from notification.service_layer.dispatch import DispatchSettings
 from notification.service_layer.email_sender import EmailSettings
 from notification.service_layer.retention import RetentionPolicy
-from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES
-from servicekit.database import DatabaseBounds
-from servicekit.http_protocol import HttpLimits
-from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
+from servicekit.data.database import DatabaseBounds
+from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES
+from servicekit.http.protocol import HttpLimits
+from servicekit.runtime.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
 from webhookdeliver import allowed_ports_setting
 
 # The defaults live with the policies that use them; these settings only let them be overridden.
@@ -32,7 +32,7 @@ class NotificationSettings(BaseSettings):
     )
 
     database_url: str = "sqlite+aiosqlite:///var/notification.db"
-    # Bounds on every database call (servicekit/database.py says which stage each one bounds).
+    # Bounds on every database call (servicekit/data/database.py says which stage each one bounds).
     db_connect_timeout_seconds: float = Field(default=_DB.connect_timeout_seconds, gt=0, le=300)
     db_command_timeout_seconds: float = Field(default=_DB.command_timeout_seconds, gt=0, le=3600)
     db_statement_timeout_seconds: float = Field(
@@ -112,7 +112,7 @@ class NotificationSettings(BaseSettings):
     retention_batch_size: int = Field(default=_RETENTION.batch_size, ge=1, le=10_000)
     # Whole request bodies above this are refused with 413 before parsing.
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024, le=16 * 1024 * 1024)
-    # HTTP server (servicekit/http_protocol.py): request headers and body must arrive within
+    # HTTP server (servicekit/http/protocol.py): request headers and body must arrive within
     # their timeouts, idle keep-alive connections close, past the cap connections get 503.
     http_header_timeout_seconds: float = Field(default=_HTTP.header_timeout_seconds, gt=0, le=300)
     http_body_timeout_seconds: float = Field(default=_HTTP.body_timeout_seconds, gt=0, le=3600)

@@ -20,11 +20,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES
 from scheduler.service_layer.retention import RetentionPolicy
-from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES
-from servicekit.database import DatabaseBounds
-from servicekit.http_protocol import HttpLimits
-from servicekit.pipeline import PipelineSettings
-from servicekit.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
+from servicekit.data.database import DatabaseBounds
+from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES
+from servicekit.http.protocol import HttpLimits
+from servicekit.runtime.pipeline import PipelineSettings
+from servicekit.runtime.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
 from webhookdeliver import allowed_ports_setting
 
 DEV_VAR_DIR = Path("var")
@@ -45,7 +45,7 @@ class SchedulerSettings(BaseSettings):
     database_url: str = Field(
         "sqlite+aiosqlite:///var/scheduler.db", validation_alias="SCHEDULER_DATABASE_URL"
     )
-    # Bounds on every database call (servicekit/database.py says which stage each one bounds).
+    # Bounds on every database call (servicekit/data/database.py says which stage each one bounds).
     db_connect_timeout_seconds: float = Field(
         _DB.connect_timeout_seconds,
         gt=0,
@@ -196,7 +196,7 @@ class SchedulerSettings(BaseSettings):
         le=16 * 1024 * 1024,
         validation_alias="SCHEDULER_MAX_REQUEST_BYTES",
     )
-    # HTTP server (servicekit/http_protocol.py): request headers and body must arrive within
+    # HTTP server (servicekit/http/protocol.py): request headers and body must arrive within
     # their timeouts, idle keep-alive connections close, past the cap connections get 503.
     http_header_timeout_seconds: float = Field(
         _HTTP.header_timeout_seconds,

@@ -25,7 +25,7 @@ from notification.config import NotificationSettings
 from notification.entrypoints.runtime import build_notification
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.entrypoints.api.app import app_from_container
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 from tests.scheduler.conftest import HS256_KEY, StepClock
 from tests.scheduler.schedules.conftest import make_container
 from tests.support.pg import fresh_postgres_database

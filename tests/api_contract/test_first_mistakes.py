@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
 from tests.api_contract.conftest import Served, bearer
 
 SCHEDULE = {

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from playwright.async_api import Page, expect
 
-from servicekit.ids import new_id
+from servicekit.data.ids import new_id
 from tests.console.conftest import Console, shoot, until
 
 SCHEDULES = 1000

@@ -27,7 +27,7 @@ from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import Run
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 from tests.notification.dispatch import deliver_due
 from tests.support.http import Recorded, recording_receiver
 

@@ -144,7 +144,8 @@ def _grace(args: list[str]) -> float:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_termination_grace_covers_the_drain(overlay: str) -> None:
     docs = render(f"overlays/{overlay}")
-    # servicekit.worker.WorkerGroup.stop: the grace for in-flight attempts, then as long again
+    # servicekit.runtime.worker.WorkerGroup.stop: the grace for in-flight attempts, then as long
+    # again
     # (at least 1 s) for the final writes; then the clients close. A margin of 5 s on top.
     worker = named(docs, "Deployment", "scheduler-worker")["spec"]["template"]["spec"]
     grace = _grace(worker["containers"][0]["args"])

@@ -19,7 +19,7 @@ from authclient import AuthSettings, TokenVerifier, mint_token
 from eventbus import InProcessBus
 from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 from tests.notification.smtp import smtp_server  # noqa: F401  (fixture)
 from tests.support.kafka import kafka_bootstrap, tansu_broker  # noqa: F401  (fixtures)
 from tests.support.pg import fresh_postgres_database

@@ -7,7 +7,7 @@ from typing import Any
 
 from eventbus import InProcessBus, Message
 from eventbus.envelope import encode, envelope
-from servicekit.ids import new_id
+from servicekit.data.ids import new_id
 
 
 def schedule_event(tenant: str, type_: str, **data: Any) -> tuple[str, bytes]:

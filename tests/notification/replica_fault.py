@@ -31,7 +31,7 @@ from notification.adapters.tables import delivery_attempts, webhook_deliveries
 from notification.bootstrap import bootstrap
 from notification.config import NotificationSettings
 from notification.service_layer.ports import NewDelivery, SubscriptionRecord
-from servicekit.secretbox import generate_key
+from servicekit.data.secretbox import generate_key
 from tests.support.processes import ServiceProcess, wait_until
 
 AUTH_KEY = "replica-fault-key-" + "x" * 40

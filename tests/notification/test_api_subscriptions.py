@@ -10,8 +10,8 @@ from sqlalchemy import select, update
 
 from notification.adapters.tables import subscriptions
 from notification.service_layer import subscriptions as subscriptions_module
-from servicekit.ids import is_id
-from servicekit.secretbox import SecretBoxError
+from servicekit.data.ids import is_id
+from servicekit.data.secretbox import SecretBoxError
 from tests.notification.api import subscribe
 from tests.notification.conftest import Harness, token
 

@@ -15,7 +15,7 @@ import pytest
 from eventbus import KafkaPublisher, Message
 from notification.entrypoints.workers import EventFanOutWorker
 from notification.service_layer.fanout import FanOut, IncomingEvent
-from servicekit.worker import WorkerLoop
+from servicekit.runtime.worker import WorkerLoop
 from tests.notification.api import deliveries, subscribe
 from tests.notification.conftest import Harness
 from tests.notification.events import publish, schedule_event

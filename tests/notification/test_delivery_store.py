@@ -19,7 +19,7 @@ from notification.adapters.tables import delivery_attempts, subscriptions, webho
 from notification.bootstrap import Container, bootstrap
 from notification.domain.deliveries import EndpointHealth
 from notification.service_layer.ports import DeliveryCompletion, SubscriptionRecord
-from servicekit.database import asyncpg_connection
+from servicekit.data.database import asyncpg_connection
 from tests.notification.conftest import make_settings
 from tests.notification.replica_fault import create_endpoints, insert_due_deliveries
 from tests.support.pg import explain_generic
@@ -166,7 +166,7 @@ async def test_streaks_of_one_batch(setup: Setup) -> None:
 
 
 async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> None:
-    """The claim runs on its generic plan (servicekit.database.CLAIM_PLANNER_SQL): it must
+    """The claim runs on its generic plan (servicekit.data.database.CLAIM_PLANNER_SQL): it must
     take the due deliveries from their partial index, oldest first, and read no more than the
     claim's limit, whatever the values."""
     s = setup

@@ -24,7 +24,7 @@ from notification.adapters.tables import (
 from notification.config import NotificationSettings
 from notification.entrypoints.retention import retention_policy, retention_worker
 from notification.service_layer.retention import RetainedTable, RetentionPolicy, prune_once
-from servicekit.retention import BACKLOG_PAUSE_SECONDS
+from servicekit.data.retention import BACKLOG_PAUSE_SECONDS
 from tests.notification.conftest import Harness
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -14,7 +14,7 @@ from notification.domain.subscriptions import (
     matches,
     normalize_filters,
 )
-from servicekit.ids import is_id
+from servicekit.data.ids import is_id
 
 KNOWN = event_types_of([SCHEDULE_EVENTS_TOPIC])
 

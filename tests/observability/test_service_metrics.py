@@ -18,7 +18,7 @@ from scheduler.entrypoints.workers.metrics import WorkerMetrics
 from scheduler.service_layer.dispatch_service import RunDispatcher
 from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import plan_due
-from servicekit.health import health_router
+from servicekit.http.health import health_router
 from tests.observability.endpoint import Endpoint
 from tests.scheduler.conftest import ManualClock
 from tests.scheduler.runs.conftest import add_schedule, make_container

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from notification.config import NotificationSettings
 from scheduler.config import SchedulerSettings
-from servicekit.database import DatabaseBounds, create_bounded_engine
-from servicekit.errors import is_transient
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
+from servicekit.runtime.transient import is_transient
 from tests.support.pg import fresh_postgres_database
 
 BOUNDS = DatabaseBounds(
@@ -82,7 +82,7 @@ def test_every_bound_and_http_limit_is_a_setting_of_both_services(
     either dataclass without its setting in both services fails here, not at a pod's start."""
     from dataclasses import fields
 
-    from servicekit.http_protocol import HttpLimits
+    from servicekit.http.protocol import HttpLimits
 
     for prefix in ("SCHEDULER", "NOTIFICATION"):
         for i, f in enumerate(fields(DatabaseBounds)):

@@ -1,4 +1,4 @@
-"""servicekit.event_loop: uvloop where installed; SERVICE_EVENT_LOOP=asyncio picks the stock
+"""servicekit.runtime.event_loop: uvloop where installed; SERVICE_EVENT_LOOP=asyncio picks the stock
 loop."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from servicekit import event_loop
+from servicekit.runtime import event_loop
 
 
 async def _loop_module() -> str:

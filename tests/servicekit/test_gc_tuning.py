@@ -1,4 +1,5 @@
-"""servicekit.gc_tuning: after start-up the heap is frozen (never traversed again) and the youngest
+"""servicekit.runtime.gc_tuning: after start-up the heap is frozen (never traversed again) and the
+youngest
 generation is collected less often; cycles are still collected. In a child process: the test
 process's own collector is left as it is."""
 
@@ -9,7 +10,7 @@ import sys
 
 CHILD = """
 import gc, weakref
-from servicekit.gc_tuning import GEN0_THRESHOLD, freeze_startup_heap
+from servicekit.runtime.gc_tuning import GEN0_THRESHOLD, freeze_startup_heap
 freeze_startup_heap()
 assert gc.get_freeze_count() > 0, "nothing frozen"
 assert gc.get_threshold()[0] == GEN0_THRESHOLD

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from servicekit.body_limit import BodyLimitMiddleware
-from servicekit.http_server import HttpLimits, fit_descriptor_limit, http_server
+from servicekit.http.body_limit import BodyLimitMiddleware
+from servicekit.http.server import HttpLimits, fit_descriptor_limit, http_server
 from tests.support.processes import free_port
 
 LIMITS = HttpLimits(

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from servicekit import database
-from servicekit.database import asyncpg_connection, create_bounded_engine
+from servicekit.data import database
+from servicekit.data.database import asyncpg_connection, create_bounded_engine
 from tests.support.pg import fresh_postgres_database
 
 pytestmark = pytest.mark.postgres

@@ -1,4 +1,5 @@
-"""The one id style and the one timestamp style of both services (servicekit.ids, .timestamps)."""
+"""The one id style and the one timestamp style of both services (servicekit.data.ids,
+.timestamps)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from servicekit.ids import CROCKFORD, _encode, is_id, new_id, stable_id
+from servicekit.data.ids import CROCKFORD, _encode, is_id, new_id, stable_id
+from servicekit.data.timestamps import format_utc
 from servicekit.rfc3339 import UtcTimestamp
-from servicekit.timestamps import format_utc
 
 ADDIS = timezone(timedelta(hours=3))
 

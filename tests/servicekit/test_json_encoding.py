@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servicekit.json_encoding import compact_json, parse_json
+from servicekit.data.json_encoding import compact_json, parse_json
 
 
 def stdlib(value: object) -> bytes:

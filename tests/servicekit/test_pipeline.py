@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from servicekit.pipeline import (
+from servicekit.runtime.pipeline import (
     MIN_IDLE_SECONDS,
     Lease,
     LeasedPipeline,

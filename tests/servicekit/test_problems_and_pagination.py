@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from servicekit.pagination import decode_cursor, encode_cursor, split_page
-from servicekit.problems import PROBLEM_MEDIA_TYPE, ProblemError, install_problem_handlers
+from servicekit.data.pagination import decode_cursor, encode_cursor, split_page
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, ProblemError, install_problem_handlers
 
 
 class Body(BaseModel):

@@ -11,7 +11,7 @@ from enum import StrEnum
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from servicekit.retention import (
+from servicekit.data.retention import (
     Deleted,
     PruneStep,
     RetentionReport,

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from servicekit.database import DatabaseBounds, create_bounded_engine
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
 from servicekit.logging import configure_logging
 
 PLANTED = "planted-credential-5b9e"

@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from servicekit.database import DatabaseBounds, create_bounded_engine
-from servicekit.errors import is_transient
-from servicekit.unavailable import install_unavailable_handlers
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
+from servicekit.http.unavailable import install_unavailable_handlers
+from servicekit.runtime.transient import is_transient
 from tests.support.pg import fresh_postgres_database
 
 pytestmark = pytest.mark.postgres

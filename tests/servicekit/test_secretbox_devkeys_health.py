@@ -13,9 +13,9 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
 
+from servicekit.data.secretbox import SecretBox, SecretBoxError, generate_key, in_force, parse_key
 from servicekit.devkeys import load_or_create_key
-from servicekit.health import health_router
-from servicekit.secretbox import SecretBox, SecretBoxError, generate_key, in_force, parse_key
+from servicekit.http.health import health_router
 
 
 def test_round_trip_and_rotation() -> None:

@@ -1,4 +1,4 @@
-"""servicekit.slots.Slots: never more holders than slots, first come first served, and a
+"""servicekit.runtime.slots.Slots: never more holders than slots, first come first served, and a
 cancelled waiter neither keeps nor loses a slot."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from servicekit.slots import Slots
+from servicekit.runtime.slots import Slots
 
 
 async def test_holders_never_exceed_the_count_and_all_finish() -> None:

@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 
-from servicekit.jsonvalue import StorableJson, json_value_problem
-from servicekit.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
+from servicekit.data.jsonvalue import StorableJson, json_value_problem
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
+from servicekit.http.routing import answer_both_slash_forms
 from servicekit.rfc3339 import Rfc3339
-from servicekit.routing import answer_both_slash_forms
 from servicekit.text import (
     MULTILINE_PATTERN,
     NO_CONTROL_CHARS,

@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from servicekit.database import DatabaseBounds, create_bounded_engine
-from servicekit.unavailable import RETRY_AFTER_SECONDS, install_unavailable_handlers
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
+from servicekit.http.unavailable import RETRY_AFTER_SECONDS, install_unavailable_handlers
 from tests.support.processes import free_port
 
 

@@ -13,9 +13,9 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from servicekit.health import bounded, health_router
-from servicekit.watchdog import Watchdog
-from servicekit.worker import WorkerGroup, WorkerLoop
+from servicekit.http.health import bounded, health_router
+from servicekit.runtime.watchdog import Watchdog
+from servicekit.runtime.worker import WorkerGroup, WorkerLoop
 from tests.support.processes import wait_until
 
 WAIT = 10.0  # generous bound on outcomes for a loaded machine
@@ -37,7 +37,7 @@ class Gate:
 async def test_hung_step_is_cancelled_logged_and_reported_overdue_until_it_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="servicekit.worker")
+    caplog.set_level(logging.WARNING, logger="servicekit.runtime.worker")
     gate = Gate()
     gate.open.set()
     watchdog = Watchdog(step_timeout_seconds=0.3)

@@ -10,8 +10,8 @@ import sqlite3
 import asyncpg
 import pytest
 
-from servicekit.errors import is_transient
-from servicekit.worker import Backoff, WorkerGroup, WorkerLoop, busy_or_idle, wait_event
+from servicekit.runtime.transient import is_transient
+from servicekit.runtime.worker import Backoff, WorkerGroup, WorkerLoop, busy_or_idle, wait_event
 
 
 class RecordingWaiter:
@@ -80,7 +80,7 @@ async def test_non_transient_errors_are_logged_with_traceback_and_backed_off(
 ) -> None:
     waiter = RecordingWaiter()
     step = ScriptedStep(KeyError("bug"), OSError("down"), None)
-    with caplog.at_level(logging.WARNING, logger="servicekit.worker"):
+    with caplog.at_level(logging.WARNING, logger="servicekit.runtime.worker"):
         await make_loop(step, waiter, outage="database unavailable").run()
     assert waiter.waits == [0.2, 0.4, 1.0]
     bug, outage = caplog.records

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.types import TypeDecorator
 
-from servicekit.database import DatabaseBounds, create_bounded_engine
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -2,7 +2,7 @@
 without the ORM): the claim and the completion write. Each SQL text is constant (arrays, not
 expanded lists), so asyncpg prepares it once per connection; rows map straight to the domain's
 records (no SQLAlchemy compile, type processing or greenlet switch per row). They run inside
-the store's unit of work (`servicekit.database.asyncpg_connection`): same transaction, bounds,
+the store's unit of work (`servicekit.data.database.asyncpg_connection`): same transaction, bounds,
 commit and rollback as its SQLAlchemy statements.
 """
 
@@ -20,12 +20,12 @@ from notification.service_layer.ports import (
     DeliveryCompletion,
     SubscriptionRecord,
 )
-from servicekit.database import CLAIM_PLANNER_SQL
+from servicekit.data.database import CLAIM_PLANNER_SQL
 
 TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
 
 # For the claim's transaction only: walk the due index in order and look subscriptions up by
-# primary key (servicekit.database.CLAIM_PLANNER_SQL says why).
+# primary key (servicekit.data.database.CLAIM_PLANNER_SQL says why).
 CLAIM_PLANNER = CLAIM_PLANNER_SQL
 
 

@@ -47,7 +47,7 @@ from notification.service_layer.ports import (
     DeliveryCompletion,
     SubscriptionRecord,
 )
-from servicekit.database import asyncpg_connection
+from servicekit.data.database import asyncpg_connection
 
 _DUE = [s.value for s in DUE_STATES]
 _TERMINAL = delivery_pg.TERMINAL

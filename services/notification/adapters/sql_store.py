@@ -34,7 +34,7 @@ from notification.service_layer.ports import (
     NotificationRecord,
     SubscriptionRecord,
 )
-from servicekit.pagination import Cursor
+from servicekit.data.pagination import Cursor
 from webhookdeliver import AttemptRecord
 
 SUBSCRIPTION_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from servicekit.ids import stable_id
+from servicekit.data.ids import stable_id
 
 # An event type is dotted lowercase words (`schedule.run.failed`); a filter is one, or a prefix
 # ending in `*` (`schedule.*`, `schedule.run.*`), or `*` alone (everything of the tenant).

@@ -9,9 +9,9 @@ import sys
 
 from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
-from servicekit.gc_tuning import freeze_startup_heap
-from servicekit.http_server import http_server, serve
+from servicekit.http.server import http_server, serve
 from servicekit.logging import configure_logging
+from servicekit.runtime.gc_tuning import freeze_startup_heap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

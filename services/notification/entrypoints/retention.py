@@ -18,7 +18,7 @@ from notification.service_layer.retention import (
     RetentionStore,
     prune_once,
 )
-from servicekit.retention import FIRST_PASS_DELAY_SECONDS, RetentionWorker
+from servicekit.data.retention import FIRST_PASS_DELAY_SECONDS, RetentionWorker
 
 log = logging.getLogger(__name__)
 

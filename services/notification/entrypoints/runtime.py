@@ -32,8 +32,8 @@ from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWork
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
-from servicekit.watchdog import Watchdog
-from servicekit.worker import Step, WorkerGroup, WorkerLoop
+from servicekit.runtime.watchdog import Watchdog
+from servicekit.runtime.worker import Step, WorkerGroup, WorkerLoop
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from notification.service_layer.ports import (
     NotificationStore,
     SubscriptionRecord,
 )
-from servicekit.ids import new_id
-from servicekit.timestamps import format_utc
+from servicekit.data.ids import new_id
+from servicekit.data.timestamps import format_utc
 
 log = logging.getLogger(__name__)
 

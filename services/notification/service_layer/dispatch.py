@@ -1,7 +1,8 @@
 """The delivery dispatcher: lease due deliveries, send them through webhookdeliver, write each
 attempt with the retry or dead letter it leads to, and keep each endpoint's health streak.
 
-The mechanism is the one both services share, `servicekit.pipeline.LeasedPipeline` (a continuous
+The mechanism is the one both services share, `servicekit.runtime.pipeline.LeasedPipeline` (a
+continuous
 claim loop under owner-token leases, per-endpoint slots inside a global cap, a batched
 compare-and-set writer, lease renewal while attempts run, graceful stop; read its docstring).
 `DeliveryDispatcher` is that pipeline's store and supplies what is notification's:
@@ -39,7 +40,7 @@ from notification.service_layer.ports import (
     SubscriptionRecord,
 )
 from notification.service_layer.subscriptions import SubscriptionService
-from servicekit.pipeline import (
+from servicekit.runtime.pipeline import (
     Lease,
     LeasedPipeline,
     LeasedWorker,
@@ -150,7 +151,8 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
             on_written=_count_dropped,
         )
 
-    # ---- the pipeline's store (servicekit.pipeline.LeaseStore) -------------------------------
+    # ---- the pipeline's store (servicekit.runtime.pipeline.LeaseStore)
+    # -------------------------------
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int

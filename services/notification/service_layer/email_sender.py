@@ -2,7 +2,7 @@
 under var/mail), and write what it led to: sent, pending again after the retry wait, or failed
 once its attempts are spent.
 
-The mechanism is the webhook dispatcher's, `servicekit.pipeline.LeasedPipeline` (owner-token
+The mechanism is the webhook dispatcher's, `servicekit.runtime.pipeline.LeasedPipeline` (owner-token
 leases renewed while a send runs, a batched compare-and-set writer, graceful stop). `EmailSender`
 is that pipeline's store:
 
@@ -38,7 +38,7 @@ from notification.service_layer.ports import (
     EmailStore,
     Mailer,
 )
-from servicekit.pipeline import (
+from servicekit.runtime.pipeline import (
     Lease,
     LeasedPipeline,
     LeasedWorker,
@@ -128,7 +128,8 @@ class EmailSender(LeasedWorker[EmailRecord, EmailWritten]):
         message.add_alternative(email.html_body, subtype="html")
         return message
 
-    # ---- the pipeline's store (servicekit.pipeline.LeaseStore) -------------------------------
+    # ---- the pipeline's store (servicekit.runtime.pipeline.LeaseStore)
+    # -------------------------------
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int

@@ -16,7 +16,7 @@ from email.message import EmailMessage
 from typing import Any, Protocol
 
 from notification.domain.deliveries import EndpointHealth
-from servicekit.pagination import Cursor
+from servicekit.data.pagination import Cursor
 from webhookdeliver import AttemptRecord
 
 Clock = Callable[[], datetime]

@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from servicekit import retention as batching
-from servicekit.retention import PruneStep, check_batching, prune_in_batches
+from servicekit.data import retention as batching
+from servicekit.data.retention import PruneStep, check_batching, prune_in_batches
 
 
 class RetainedTable(StrEnum):

@@ -10,8 +10,8 @@ from typing import Any
 
 from notification.domain.subscriptions import normalize_filters
 from notification.service_layer.ports import Clock, NotificationStore, SubscriptionRecord
-from servicekit.ids import new_id
-from servicekit.secretbox import SecretBox, in_force
+from servicekit.data.ids import new_id
+from servicekit.data.secretbox import SecretBox, in_force
 from webhookdeliver import generate_secret, validate_target_url
 
 

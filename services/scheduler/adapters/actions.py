@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
-from servicekit.json_encoding import compact_json
+from servicekit.data.json_encoding import compact_json
 from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key, occurrence_headers
 
 EVENT_TYPE_TRIGGERED = "schedule.triggered"

@@ -1,4 +1,5 @@
-"""Encryption at rest for webhook signing secrets: `servicekit.secretbox` (AES-256-GCM), the box
+"""Encryption at rest for webhook signing secrets: `servicekit.data.secretbox` (AES-256-GCM), the
+box
 notification uses too, behind the scheduler's interface (raw 32-byte keys, current first; the
 row id as associated data).
 
@@ -15,8 +16,8 @@ import base64
 from collections.abc import Sequence
 from datetime import datetime
 
-from servicekit import secretbox
-from servicekit.secretbox import SecretBoxError, key_id
+from servicekit.data import secretbox
+from servicekit.data.secretbox import SecretBoxError, key_id
 
 __all__ = ["SecretBox", "SecretBoxError", "key_id"]
 
@@ -45,6 +46,6 @@ class SecretBox:
         now: datetime,
     ) -> list[str]:
         """A schedule's signing secrets from its stored columns, decrypted
-        (`servicekit.secretbox.in_force` says which)."""
+        (`servicekit.data.secretbox.in_force` says which)."""
         stored = secretbox.in_force(current, previous, previous_until, now)
         return [self.decrypt(s, associated=schedule_id) for s in stored]

@@ -26,7 +26,7 @@ from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import BREAKER_THRESHOLD_RANGE, ScheduleState
 from scheduler.domain.run import Attempt, RunStatus
 from scheduler.domain.schedule import Schedule
-from servicekit.ids import stable_id
+from servicekit.data.ids import stable_id
 
 PAUSED_REASON_BREAKER = "breaker"
 

@@ -53,8 +53,8 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.domain.events import DomainEvent
-from servicekit.ids import new_id, stable_id
-from servicekit.timestamps import format_utc
+from servicekit.data.ids import new_id, stable_id
+from servicekit.data.timestamps import format_utc
 
 RUN_SUCCEEDED = "schedule.run.succeeded"
 RUN_FAILED = "schedule.run.failed"

@@ -35,8 +35,8 @@ from scheduler.domain.policies import (
     ScheduleState,
 )
 from scheduler.domain.timing import Timing
-from servicekit.ids import new_id
-from servicekit.timestamps import format_utc
+from servicekit.data.ids import new_id
+from servicekit.data.timestamps import format_utc
 
 SCHEDULE_COMPLETED = "schedule.completed"
 MAX_DESCRIPTION_CHARS = 1000

@@ -28,9 +28,9 @@ from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
-from servicekit import event_loop
-from servicekit.gc_tuning import freeze_startup_heap
 from servicekit.logging import configure_logging
+from servicekit.runtime import event_loop
+from servicekit.runtime.gc_tuning import freeze_startup_heap
 
 DEFAULT_GRACE_SECONDS = 10.0
 
@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     freeze_startup_heap()
     # A worker-only process serves no public API: it runs on uvloop where installed (less CPU
-    # per delivery); the API roles stay on asyncio's loop (servicekit/event_loop.py says why).
+    # per delivery); the API roles stay on asyncio's loop (servicekit/runtime/event_loop.py says
+    # why).
     runner = event_loop.run if args.role == "worker" else asyncio.run
     with contextlib.suppress(KeyboardInterrupt):
         runner(

@@ -35,7 +35,7 @@ from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
 from scheduler.service_layer.quota import entitlements_for
 from scheduler.service_layer.schedules import compile_timing
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
-from servicekit.ids import new_id
+from servicekit.data.ids import new_id
 
 Clock = Callable[[], datetime]
 Wake = Callable[[], None]

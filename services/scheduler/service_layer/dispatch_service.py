@@ -1,5 +1,6 @@
 """The run dispatcher: claim due runs, perform their action concurrently, settle results in
-batches, on the one delivery discipline of both services (`servicekit.pipeline.LeasedPipeline`:
+batches, on the one delivery discipline of both services
+(`servicekit.runtime.pipeline.LeasedPipeline`:
 a continuous claim loop, per-key slots inside a global cap, a batched writer, lease extension,
 graceful stop; read its docstring for the mechanism). `RunDispatcher` is that pipeline's store
 and supplies what is the scheduler's:
@@ -52,8 +53,8 @@ from scheduler.service_layer.run_ports import (
 )
 from scheduler.service_layer.settle import Completion, settle_completions
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.ids import new_id
-from servicekit.pipeline import Lease, LeasedPipeline, LeasedWorker, PipelineSettings
+from servicekit.data.ids import new_id
+from servicekit.runtime.pipeline import Lease, LeasedPipeline, LeasedWorker, PipelineSettings
 from webhookdeliver import BackoffPolicy, endpoint_key
 
 log = logging.getLogger("scheduler.dispatcher")
@@ -179,7 +180,8 @@ class RunDispatcher(LeasedWorker[Run, Completion]):
             run.attempt_count,
         )
 
-    # ---- the pipeline's store (servicekit.pipeline.LeaseStore) -----------------------------
+    # ---- the pipeline's store (servicekit.runtime.pipeline.LeaseStore)
+    # -----------------------------
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int

@@ -32,7 +32,7 @@ from eventbus import EnvelopeError, Message, Publisher, PublishError, encode, en
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionResult, DeliverySpec
-from servicekit.ids import is_id, stable_id
+from servicekit.data.ids import is_id, stable_id
 from webhookdeliver import bound_error_message
 
 SCHEDULE_TRIGGERED = "schedule.triggered"

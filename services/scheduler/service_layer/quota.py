@@ -42,7 +42,7 @@ from scheduler.domain.tenant import (
 from scheduler.service_layer.errors import QuotaExceeded, TenantSuspended
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.unit_of_work import ListFilter, UnitOfWork
-from servicekit.ids import stable_id
+from servicekit.data.ids import stable_id
 
 MAX_ALERT_SCHEDULES = 50  # schedules named in one alert; the count says how many in all
 LIST_PAGE = 500  # schedules read per query when a downgrade checks a tenant

@@ -32,8 +32,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from servicekit import retention as batching
-from servicekit.retention import PruneStep, check_batching, prune_in_batches
+from servicekit.data import retention as batching
+from servicekit.data.retention import PruneStep, check_batching, prune_in_batches
 
 if TYPE_CHECKING:
     from scheduler.service_layer.unit_of_work import UnitOfWorkFactory

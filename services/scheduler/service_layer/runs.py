@@ -18,7 +18,7 @@ from scheduler.domain.run import Attempt, Run, Trigger
 from scheduler.service_layer.errors import InvalidInput, NotFound
 from scheduler.service_layer.run_ports import RunPageFilter
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
-from servicekit.pagination import encode_cursor, parse_cursor
+from servicekit.data.pagination import encode_cursor, parse_cursor
 
 Clock = Callable[[], datetime]
 Wake = Callable[[], None]

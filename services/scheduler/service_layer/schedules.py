@@ -46,8 +46,8 @@ from scheduler.service_layer.errors import (
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.quota import check_definition, check_resume
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
-from servicekit.ids import new_id
-from servicekit.pagination import encode_cursor, parse_cursor
+from servicekit.data.ids import new_id
+from servicekit.data.pagination import encode_cursor, parse_cursor
 
 Clock = Callable[[], datetime]
 SecretFactory = Callable[[], str]

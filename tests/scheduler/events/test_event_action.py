@@ -18,7 +18,7 @@ from scheduler.service_layer.event_action import (
     perform_event_action,
     triggered_event_id,
 )
-from servicekit.ids import is_id, new_id, stable_id
+from servicekit.data.ids import is_id, new_id, stable_id
 from tests.support.kafka import TansuBroker, create_topics, read_exactly, tansu_publisher
 from webhookdeliver import MAX_ERROR_MESSAGE_CHARS
 

@@ -21,7 +21,7 @@ from scheduler.adapters.db.runs.claims import FAIR_TENANT_SCAN
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
-from servicekit.database import asyncpg_connection
+from servicekit.data.database import asyncpg_connection
 from tests.scheduler.runs.conftest import T0
 from tests.scheduler.runs.dispatch_helpers import claim_runs
 from tests.support.pg import explain_generic

@@ -1,6 +1,6 @@
 """The overlap check ("is an earlier run of this schedule unfinished") reads only the schedule's
 unfinished runs (ix_runs_schedule_unfinished, migration 0009), never its finished history, also
-inside the claim's transaction (where the index paths of servicekit.database.CLAIM_PLANNER_SQL
+inside the claim's transaction (where the index paths of servicekit.data.database.CLAIM_PLANNER_SQL
 are in force). Before that index the check read ix_runs_schedule_history and filtered every
 finished run in front of the candidate: here 5,000 per check."""
 

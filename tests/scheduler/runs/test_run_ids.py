@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servicekit.ids import is_id, new_id, stable_id
+from servicekit.data.ids import is_id, new_id, stable_id
 
 T0 = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 

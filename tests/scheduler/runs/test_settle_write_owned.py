@@ -24,7 +24,7 @@ from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
 from scheduler.service_layer.settle import Completion, settle_completions
-from servicekit.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
+from servicekit.data.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
 from tests.scheduler.runs.conftest import T0, add_schedule
 from tests.scheduler.runs.dispatch_helpers import claim_runs, rows, run_rows, schedule_row
 from tests.support.pg import explain_generic

@@ -18,7 +18,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.run_ports import RunPageFilter
-from servicekit.ids import new_id
+from servicekit.data.ids import new_id
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 from tests.scheduler.runs.dispatch_helpers import make_dispatcher, step

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from scheduler.adapters.secret_box import SecretBox, SecretBoxError, key_id
-from servicekit import secretbox
+from servicekit.data import secretbox
 
 OLD, NEW = b"o" * 32, b"n" * 32
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from notification.adapters.db import create_engine
 from notification.adapters.tables import metadata
-from servicekit.database import DatabaseBounds
+from servicekit.data.database import DatabaseBounds
 
 config = context.config
 

@@ -8,13 +8,13 @@ from authclient import TokenVerifier
 from authclient.fastapi import install
 from notification.bootstrap import Container
 from notification.entrypoints.api import alert_contacts, notifications, subscriptions
-from servicekit.body_limit import BodyLimitMiddleware
-from servicekit.docs import offline_docs_app
-from servicekit.health import health_router
-from servicekit.problems import install_problem_handlers
-from servicekit.routing import answer_both_slash_forms
-from servicekit.unavailable import install_unavailable_handlers
-from servicekit.watchdog import Watchdog
+from servicekit.http.body_limit import BodyLimitMiddleware
+from servicekit.http.docs import offline_docs_app
+from servicekit.http.health import health_router
+from servicekit.http.problems import install_problem_handlers
+from servicekit.http.routing import answer_both_slash_forms
+from servicekit.http.unavailable import install_unavailable_handlers
+from servicekit.runtime.watchdog import Watchdog
 
 
 def create_app(

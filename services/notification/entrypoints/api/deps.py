@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Path, Query, Request
 
 from notification.bootstrap import Container
-from servicekit.pagination import LIMIT_MAX, LIMIT_MIN, Cursor, decode_cursor
-from servicekit.problems import problem_responses
+from servicekit.data.pagination import LIMIT_MAX, LIMIT_MIN, Cursor, decode_cursor
+from servicekit.http.problems import problem_responses
 from servicekit.text import NO_CONTROL_CHARS
 
 

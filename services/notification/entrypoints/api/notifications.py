@@ -18,8 +18,8 @@ from notification.entrypoints.api.deps import (
     cursor_param,
 )
 from notification.entrypoints.api.schemas import NotificationOut, Page
-from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
-from servicekit.problems import not_found
+from servicekit.data.pagination import LIMIT_DEFAULT, Cursor, split_page
+from servicekit.http.problems import not_found
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"], responses=ROUTE_ERRORS)
 Box = Annotated[Container, Depends(container)]

@@ -1,4 +1,4 @@
-"""Request and response bodies. Timestamps are RFC 3339 UTC with `Z` (`servicekit.timestamps`).
+"""Request and response bodies. Timestamps are RFC 3339 UTC with `Z` (`servicekit.data.timestamps`).
 
 Text fields refuse control characters (`servicekit.text`); a description may hold tab and
 newline. In a PATCH, `null` is allowed only where it means something (clearing `description`).

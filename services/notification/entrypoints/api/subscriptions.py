@@ -29,8 +29,8 @@ from notification.entrypoints.api.schemas import (
 )
 from notification.service_layer.ports import SubscriptionRecord
 from notification.service_layer.subscriptions import SubscriptionNotFound
-from servicekit.pagination import LIMIT_DEFAULT, Cursor, split_page
-from servicekit.problems import ProblemError, field_errors_problem, not_found
+from servicekit.data.pagination import LIMIT_DEFAULT, Cursor, split_page
+from servicekit.http.problems import ProblemError, field_errors_problem, not_found
 from webhookdeliver import InvalidTargetURL
 
 router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"], responses=ROUTE_ERRORS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from servicekit.database import DatabaseBounds, create_bounded_engine
+from servicekit.data.database import DatabaseBounds, create_bounded_engine
 
 
 def create_engine(

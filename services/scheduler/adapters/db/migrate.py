@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from scheduler.adapters.db.engine import create_engine
-from servicekit.database import DatabaseBounds
+from servicekit.data.database import DatabaseBounds
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 

@@ -1,6 +1,6 @@
 """The one builder of outbox rows: a domain event as the `outbox` table stores it, its payload
 the DESIGN §9 envelope built by `eventbus.envelope` (times in UTC), compact UTF-8 JSON
-(`servicekit.json_encoding`)."""
+(`servicekit.data.json_encoding`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from eventbus import envelope
 from scheduler.domain.events import DomainEvent
-from servicekit.json_encoding import compact_json
+from servicekit.data.json_encoding import compact_json
 
 OUTBOX_COLUMNS = ("event_id", "topic", "key", "type", "payload", "created_at")
 

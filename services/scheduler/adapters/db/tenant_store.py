@@ -37,7 +37,7 @@ from scheduler.domain.tenant import (
     SuspensionState,
 )
 from scheduler.service_layer.unit_of_work import TenantRepository
-from servicekit.worker import WorkerLoop
+from servicekit.runtime.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.tenant_store")
 

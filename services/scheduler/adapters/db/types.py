@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from servicekit.json_encoding import compact_json, parse_json
+from servicekit.data.json_encoding import compact_json, parse_json
 
 _SQLITE_FORMAT = "%Y-%m-%dT%H:%M:%S.%f+00:00"
 

@@ -55,7 +55,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from eventbus import MAX_MESSAGE_BYTES, Message, Publisher, PublishError
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.events.relay_metrics import RelayMetrics
-from servicekit.worker import WorkerLoop
+from servicekit.runtime.worker import WorkerLoop
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics, MetricsMiddleware
 from scheduler.entrypoints.api.problems import install_problem_handlers
 from scheduler.entrypoints.api.runs import install_runs
-from servicekit.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
-from servicekit.docs import offline_docs_app
-from servicekit.routing import answer_both_slash_forms
-from servicekit.unavailable import install_unavailable_handlers
-from servicekit.watchdog import Watchdog
+from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from servicekit.http.docs import offline_docs_app
+from servicekit.http.routing import answer_both_slash_forms
+from servicekit.http.unavailable import install_unavailable_handlers
+from servicekit.runtime.watchdog import Watchdog
 
 Hook = Callable[[], Awaitable[None]]
 

@@ -14,7 +14,7 @@ from authclient.fastapi import require
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork
-from servicekit.watchdog import Watchdog
+from servicekit.runtime.watchdog import Watchdog
 
 
 @dataclass

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter
 from prometheus_client import CollectorRegistry
 
-from servicekit.health import Readiness, health_router
-from servicekit.watchdog import Watchdog
+from servicekit.http.health import Readiness, health_router
+from servicekit.runtime.watchdog import Watchdog
 
 
 def database_ready(check_database: Callable[[], Awaitable[None]]) -> Readiness:

@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: Prometheus request metrics (the body cap is servicekit.body_limit)."""
+"""Pure ASGI middleware: Prometheus request metrics (the body cap is servicekit.http.body_limit)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from scheduler.service_layer.errors import (
     TenantSuspended,
     VersionMismatch,
 )
-from servicekit.pagination import InvalidCursor, invalid_cursor_problem
-from servicekit.problems import (
+from servicekit.data.pagination import InvalidCursor, invalid_cursor_problem
+from servicekit.http.problems import (
     TYPE_PREFIX,
     ProblemError,
     field_errors_problem,

@@ -7,7 +7,7 @@ whole set stays well under webhookdeliver's 8 KiB header budget); payload 64 KiB
 webhook body, and the default max_payload_bytes); delivery timeout 1-60 s.
 
 Text fields refuse control characters (`servicekit.text`), `payload` refuses NaN, Infinity and
-NUL (`servicekit.jsonvalue`); header names are RFC 9110 tokens and values ASCII (non-ASCII is
+NUL (`servicekit.data.jsonvalue`); header names are RFC 9110 tokens and values ASCII (non-ASCII is
 refused, not encoded: receivers disagree on obs-text).
 """
 
@@ -39,8 +39,8 @@ from scheduler.domain.policies import (
 )
 from scheduler.domain.schedule import MAX_DESCRIPTION_CHARS
 from scheduler.domain.timing import MAX_JITTER_SECONDS
-from servicekit.jsonvalue import StorableJson
-from servicekit.problems import Problem, problem_responses
+from servicekit.data.jsonvalue import StorableJson
+from servicekit.http.problems import Problem, problem_responses
 from servicekit.rfc3339 import Rfc3339, UtcTimestamp
 from servicekit.text import (
     HEADER_VALUE_PATTERN,

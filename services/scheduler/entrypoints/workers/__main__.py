@@ -12,9 +12,9 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
-from servicekit import event_loop
-from servicekit.gc_tuning import freeze_startup_heap
 from servicekit.logging import configure_logging
+from servicekit.runtime import event_loop
+from servicekit.runtime.gc_tuning import freeze_startup_heap
 
 
 def main(argv: list[str] | None = None) -> int:

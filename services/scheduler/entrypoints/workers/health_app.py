@@ -10,8 +10,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from scheduler.entrypoints.api import health
-from servicekit.problems import install_problem_handlers
-from servicekit.watchdog import Watchdog
+from servicekit.http.problems import install_problem_handlers
+from servicekit.runtime.watchdog import Watchdog
 
 
 def create_health_app(

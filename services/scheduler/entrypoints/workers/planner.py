@@ -20,7 +20,7 @@ from scheduler.service_layer.planning_service import (
 )
 from scheduler.service_layer.run_ports import TenantStatus
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.worker import WorkerLoop
+from servicekit.runtime.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.planner")
 MIN_IDLE_SECONDS = 0.05

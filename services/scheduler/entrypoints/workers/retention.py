@@ -28,7 +28,7 @@ from scheduler.service_layer.retention import (
 )
 from scheduler.service_layer.schedules import Clock
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.retention import FIRST_PASS_DELAY_SECONDS, RetentionWorker
+from servicekit.data.retention import FIRST_PASS_DELAY_SECONDS, RetentionWorker
 
 log = logging.getLogger("scheduler.retention")
 

@@ -34,8 +34,8 @@ from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispat
 from scheduler.service_layer.event_action import PublishingEventAction
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import TenantStatus
-from servicekit.watchdog import Watchdog
-from servicekit.worker import WorkerGroup, WorkerLoop
+from servicekit.runtime.watchdog import Watchdog
+from servicekit.runtime.worker import WorkerGroup, WorkerLoop
 from webhookdeliver import Deliverer
 
 log = logging.getLogger("scheduler.workers")

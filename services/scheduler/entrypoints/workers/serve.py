@@ -17,8 +17,8 @@ from fastapi import FastAPI
 
 from scheduler.entrypoints.workers.health_app import create_health_app
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
-from servicekit.http_server import HttpLimits, http_server
-from servicekit.http_server import serve as serve_http
+from servicekit.http.server import HttpLimits, http_server
+from servicekit.http.server import serve as serve_http
 
 
 async def serve(

@@ -31,7 +31,7 @@ from scheduler.domain.tenant import (
 )
 from scheduler.service_layer.tenant_events import BatchReport, apply_events
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-from servicekit.worker import WorkerLoop
+from servicekit.runtime.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.tenant_consumer")
 

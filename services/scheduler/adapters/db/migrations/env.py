@@ -26,7 +26,7 @@ def _run(connection: Connection) -> None:
 
 async def _run_async(url: str) -> None:
     from scheduler.adapters.db.engine import create_engine
-    from servicekit.database import DatabaseBounds
+    from servicekit.data.database import DatabaseBounds
 
     engine = create_engine(url, bounds=DatabaseBounds().for_migrations())
     try:

@@ -31,7 +31,7 @@ from scheduler.domain.run import (
     RunStatus,
 )
 from scheduler.service_layer.run_ports import DeliverySpec
-from servicekit.database import CONFIGURED_PLANS_SQL, asyncpg_connection
+from servicekit.data.database import CONFIGURED_PLANS_SQL, asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
 # (one index probe each, sql_postgres.FAIR_CHOICE_SQL); due tenants beyond it are served
@@ -75,7 +75,7 @@ class Claims(RunSql):
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> tuple[list[Run], dict[str, DeliverySpec]]:
         db = await asyncpg_connection(self.conn)
-        # Index paths and generic plans (servicekit.database.CLAIM_PLANNER_SQL says why). The
+        # Index paths and generic plans (servicekit.data.database.CLAIM_PLANNER_SQL says why). The
         # generic plans are for the claim's own statements (reset below); the index paths stay
         # for its whole transaction, the overlap checks that follow included.
         await db.execute(claims_pg.CLAIM_PLANNER)

@@ -22,8 +22,8 @@ from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.run import Run, RunStatus, Trigger
 from scheduler.service_layer.run_ports import DeliverySpec
-from servicekit.database import CLAIM_PLANNER_SQL
-from servicekit.json_encoding import parse_json
+from servicekit.data.database import CLAIM_PLANNER_SQL
+from servicekit.data.json_encoding import parse_json
 
 # What a claim does not set (it sets status, the lease, next_attempt_at; a claimable run has no
 # skip reason and no finish): decoding every returned value costs ~0.25 us of client CPU.

@@ -20,7 +20,7 @@ from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.run_ports import Completion
-from servicekit.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
+from servicekit.data.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
 
 _FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 _UTC = UTCDateTime()
@@ -84,7 +84,7 @@ class Settle(RunSql):
         arrays (the SQL is the same for every batch: asyncpg prepares it once per
         connection)."""
         db = await asyncpg_connection(self.conn)
-        # Its generic plan (servicekit.database.GENERIC_PLANS_SQL says why), for it alone.
+        # Its generic plan (servicekit.data.database.GENERIC_PLANS_SQL says why), for it alone.
         await db.execute(GENERIC_PLANS_SQL)
         written = await db.fetch(pg.WRITE_OWNED_SQL, *settle_params(completions))
         await db.execute(CONFIGURED_PLANS_SQL)

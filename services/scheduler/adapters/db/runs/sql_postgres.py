@@ -17,7 +17,8 @@ def positional(sql: str, names: dict[str, str]) -> str:
     return out
 
 
-# The claim's planner settings (servicekit.database.CLAIM_PLANNER_SQL): index paths only, generic
+# The claim's planner settings (servicekit.data.database.CLAIM_PLANNER_SQL): index paths only,
+# generic
 # plans.
 # DUE_RECHECK_SQL (the runs due in either lane, the six statuses being a closed set) is written so
 # PostgreSQL cannot prove a due index's predicate from it: the claim's per-row re-check must go

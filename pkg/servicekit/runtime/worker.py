@@ -13,7 +13,8 @@
   step must not silently take down a worker that every tenant's work depends on; the traceback
   at each retry keeps it loud. `asyncio.CancelledError` (and any BaseException) propagates.
 - Each step is bounded: one taking longer than the step timeout (the loop's own, else its
-  group's watchdog's, `servicekit.watchdog`) is cancelled, logged as a warning with the loop's
+  group's watchdog's, `servicekit.runtime.watchdog`) is cancelled, logged as a warning with the
+  loop's
   name and counted as a failure. Under a `WorkerGroup` the loop registers with the group's
   watchdog while it runs: `/readyz` is 503 while it has not completed a cycle in time.
 
@@ -34,15 +35,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from servicekit.errors import is_transient
-from servicekit.watchdog import (
+from servicekit.runtime.transient import is_transient
+from servicekit.runtime.watchdog import (
     DEFAULT_STEP_TIMEOUT_SECONDS,
     Watchdog,
     current_watchdog,
     watching,
 )
 
-log = logging.getLogger("servicekit.worker")
+log = logging.getLogger("servicekit.runtime.worker")
 
 Step = Callable[[], Awaitable[float | None]]
 
@@ -260,7 +261,7 @@ class WorkerGroup:
         watchdog: Watchdog | None = None,
     ) -> None:
         """`watchdog`: what the loops run under this group register with (their step timeout
-        and the readiness check, `servicekit.health.loops_ready`); a new one by default."""
+        and the readiness check, `servicekit.http.health.loops_ready`); a new one by default."""
         self.restart_delay_seconds = restart_delay_seconds
         self.watchdog = watchdog or Watchdog()
         self.flush_seconds = flush_seconds

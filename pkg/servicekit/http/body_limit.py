@@ -14,7 +14,7 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
 
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
 

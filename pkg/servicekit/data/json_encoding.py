@@ -7,7 +7,7 @@ the same number. What orjson refuses (integers
 beyond 64 bits, non-string keys) falls back to the standard library, and so do datetimes and
 dataclasses, which the standard library refuses (orjson would write them); a value holding a
 lone surrogate (orjson refuses it) is written ASCII-only, its non-ASCII characters escaped.
-NaN and Infinity never arrive: the APIs refuse them (`servicekit.jsonvalue`) and jsonb cannot
+NaN and Infinity never arrive: the APIs refuse them (`servicekit.data.jsonvalue`) and jsonb cannot
 hold them.
 `parse_json` reads with orjson and falls back to the standard library for what orjson refuses
 and it reads (lone surrogate escapes, NaN in text written before the APIs refused it).

@@ -6,7 +6,8 @@ stays unready even though its /metrics still answers.
 
 Readiness is bounded: a check that has not answered within `READY_TIMEOUT_SECONDS` is "not
 ready" (and cancelled without waiting for it: a hung database must not hang the probe). With a
-`watchdog` (`servicekit.watchdog`), a worker loop that has not completed a cycle in time makes
+`watchdog` (`servicekit.runtime.watchdog`), a worker loop that has not completed a cycle in time
+makes
 the answer 503 too, naming the loops in `overdue_loops`.
 """
 
@@ -25,8 +26,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from servicekit.problems import problem_response
-from servicekit.watchdog import Watchdog
+from servicekit.http.problems import problem_response
+from servicekit.runtime.watchdog import Watchdog
 
 Readiness = Callable[[], Awaitable[bool]]
 READY_TIMEOUT_SECONDS = 2.0

@@ -3,7 +3,8 @@
 A database error's text can quote what was bound to the statement: SQLAlchemy appends the
 parameters (hidden by the engines' `hide_parameters`), and the server's own messages quote
 values too (`invalid input syntax for type json ... Token "NaN"`, a unique violation's DETAIL,
-a trigger's RAISE). So a database error (`servicekit.errors.is_database_error`) is rendered by
+a trigger's RAISE). So a database error (`servicekit.runtime.transient.is_database_error`) is
+rendered by
 what identifies it and never by its message: its class, SQLSTATE, constraint / table / column
 names, and the statement text (placeholders only).
 
@@ -19,7 +20,7 @@ from collections.abc import MutableMapping
 from types import TracebackType
 from typing import Any
 
-from servicekit.errors import is_database_error
+from servicekit.runtime.transient import is_database_error
 
 _STATEMENT_CHARS = 300
 _NAMES = ("constraint_name", "table_name", "column_name")

@@ -1,10 +1,11 @@
 """The watchdog over a process's worker loops: which of them has not completed a cycle in time.
 
-Every `servicekit.worker.WorkerLoop` that runs under a `WorkerGroup` (in the group's tasks or
+Every `servicekit.runtime.worker.WorkerLoop` that runs under a `WorkerGroup` (in the group's tasks
+or
 in tasks they start, such as a pipeline's writer) registers with the group's `Watchdog` for as
 long as it runs. After each step that succeeds the loop sets its deadline: the wait it chose
 plus one step timeout. A loop whose steps keep failing or hang (a database that does not
-answer) therefore passes its deadline, and `/readyz` (`servicekit.health`) answers 503 naming
+answer) therefore passes its deadline, and `/readyz` (`servicekit.http.health`) answers 503 naming
 it until a step succeeds again.
 
 The group owns the one step timeout of its loops (`step_timeout_seconds`); a loop may set its

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from servicekit.problems import ProblemError
+from servicekit.http.problems import ProblemError
 
 T = TypeVar("T")
 

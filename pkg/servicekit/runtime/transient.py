@@ -39,7 +39,7 @@ _BUS_NAMES = frozenset({"PublishError", "ConsumeError"})
 
 def is_database_error(exc: BaseException) -> bool:
     """An error raised by the database layer (SQLAlchemy or a driver), whose text may quote
-    bound values (`servicekit.safe_errors` renders these without it)."""
+    bound values (`servicekit.data.safe_errors` renders these without it)."""
     return type(exc).__module__.startswith(_DB_MODULES)
 
 

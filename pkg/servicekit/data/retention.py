@@ -35,11 +35,11 @@ from typing import Generic, NamedTuple, TypeVar
 
 from prometheus_client import Counter, Gauge
 
-from servicekit.worker import Waiter, WorkerLoop, wait_event
+from servicekit.runtime.worker import Waiter, WorkerLoop, wait_event
 
 TableT = TypeVar("TableT", bound=StrEnum)
 
-log = logging.getLogger("servicekit.retention")
+log = logging.getLogger("servicekit.data.retention")
 
 # Rows per transaction and batches per step per pass: a batch must not hold locks for long, and
 # a pass must end (the next continues).

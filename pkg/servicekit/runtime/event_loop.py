@@ -4,7 +4,7 @@ uvloop (libuv) runs the same asyncio programs with less CPU per callback and soc
 worker-only processes run on it (`python -m scheduler.entrypoints.workers`, `scheduler serve
 --role worker`), and so do the dispatch benchmark's worker and pgqueuer's baseline. Processes
 that serve a public API stay on the stock loop: under uvloop the HTTP servers' accept-time
-connection cap (servicekit/http_protocol.py) answers 503 to far fewer of a flood of
+connection cap (servicekit/http/protocol.py) answers 503 to far fewer of a flood of
 connections, the rest wait in the listen backlog until they time out
 (tests/servicekit/test_http_fault_processes.py, run with TEST_EVENT_LOOP=uvloop, fails); a
 worker's port serves only /healthz, /readyz and /metrics to the cluster.

@@ -19,7 +19,8 @@
 - The writer takes whatever completions have accumulated (up to `write_batch`) and hands them to
   `store.write` in one call, which compare-and-sets each on its lease and says which were lost
   (the lease was taken over: that result is dropped, the new holder's stands). A transient error
-  (`servicekit.errors.is_transient`) keeps the batch and retries it with backoff; any other drops
+  (`servicekit.runtime.transient.is_transient`) keeps the batch and retries it with backoff; any
+  other drops
   it, so one bad batch cannot wedge the writer (those leases expire and the items are redone:
   at-least-once).
 - A side loop extends the leases of every held item every `lease_seconds / 3`, so a slow attempt
@@ -28,7 +29,8 @@
   `grace` seconds, cancel the rest and hand them to `store.release` (due again, no attempt
   counted), and flush the writer.
 
-The loops are `servicekit.worker.WorkerLoop`s (idle waits, wake-ups, backoff on outages). The
+The loops are `servicekit.runtime.worker.WorkerLoop`s (idle waits, wake-ups, backoff on outages).
+The
 pipeline does no I/O of its own and knows nothing of what an item is: the service supplies a
 `LeaseStore` (its queries, its attempt, its completion type). Tests drive it step by step with
 `pump()`, `drain()`, `write_once()` and `extend_leases_once()` and an injected clock.
@@ -44,9 +46,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
-from servicekit.errors import is_transient
-from servicekit.slots import Slots
-from servicekit.worker import Step, WorkerLoop
+from servicekit.runtime.slots import Slots
+from servicekit.runtime.transient import is_transient
+from servicekit.runtime.worker import Step, WorkerLoop
 
 __all__ = [
     "MIN_IDLE_SECONDS",
@@ -217,7 +219,7 @@ class LeasedPipeline(Generic[T, C]):
         self.new_owner = new_owner or random_owner(f"wrk_{uuid.uuid4().hex[:16]}")
         self.name = name
         self.outage = outage
-        self.log = logger or logging.getLogger("servicekit.pipeline")
+        self.log = logger or logging.getLogger("servicekit.runtime.pipeline")
         self.on_written = on_written
         self.written = 0
         """Completions written (since start)."""

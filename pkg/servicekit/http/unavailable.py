@@ -1,15 +1,16 @@
 """A database that is down or hung answers 503 problem+json with `Retry-After`, not 500.
 
-The engine bounds every call (`servicekit.database`), so a request against a hung database
+The engine bounds every call (`servicekit.data.database`), so a request against a hung database
 ends with one of these within its bounds: a refused or timed-out connect (`OSError`,
 `TimeoutError`), a round trip past asyncpg's command timeout (`TimeoutError`), no free pooled
 connection in time (`sqlalchemy.exc.TimeoutError`), a statement the server cancelled or a
 connection that broke (`OperationalError`, `InterfaceError`, `DisconnectionError`, a bare
-`DBAPIError`). `servicekit.errors.is_transient` is the one judge; any other database error (a
+`DBAPIError`). `servicekit.runtime.transient.is_transient` is the one judge; any other database
+error (a
 constraint, bad data) stays the caller's 500. The same OSError or TimeoutError from another
 dependency (a key fetch, a file) is a 503 too, but the answer names no database: only an error
 that came through the database layer's frames is called a database outage
-(`servicekit.errors.raised_by_database`).
+(`servicekit.runtime.transient.raised_by_database`).
 
 The handlers sit in Starlette's exception middleware, so the error is answered and logged here
 in one line (its class, never its message: a driver message can quote a bound value) instead
@@ -24,11 +25,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 
-from servicekit.errors import is_transient, raised_by_database
-from servicekit.problems import problem_response
+from servicekit.http.problems import problem_response
+from servicekit.runtime.transient import is_transient, raised_by_database
 
 RETRY_AFTER_SECONDS = 5
-log = logging.getLogger("servicekit.unavailable")
+log = logging.getLogger("servicekit.http.unavailable")
 
 _OUTAGE_CLASSES: tuple[type[Exception], ...] = (
     OSError,  # includes TimeoutError and ConnectionRefusedError

@@ -28,7 +28,7 @@ from typing import Literal
 import uvicorn
 from starlette.types import ASGIApp
 
-from servicekit.http_protocol import HttpLimits, protocol_class
+from servicekit.http.protocol import HttpLimits, protocol_class
 
 __all__ = ["HttpLimits", "fit_descriptor_limit", "http_server", "serve"]
 

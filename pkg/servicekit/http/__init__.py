@@ -1,0 +1,1 @@
+"""Serving HTTP: the server and its protocol, body limit, problems, routing, health, docs."""
