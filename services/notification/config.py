@@ -167,8 +167,8 @@ class NotificationSettings(ServiceSettings):
     )
     dev: bool = Field(
         False,
-        description="Dev mode, as `serve --dev`: missing keys are generated under `var/` and "
-        "SQLite is migrated on start.",
+        description="Dev mode: missing keys are generated under `var/` and SQLite is migrated "
+        "on start. `notification serve` sets it from `--dev`, whatever this variable says.",
     )
 
     def event_topic_list(self) -> list[str]:
