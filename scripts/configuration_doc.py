@@ -48,7 +48,11 @@ OTHERS = [
     (
         "LOG_FORMAT",
         "`json` unless stderr is a terminal",
-        "`json` or `console` (servicekit.logging).",
+        "`json` or `console` (servicekit.logging): structlog over stdlib logging, one JSON "
+        "object per line with `service`, `logger`, `level`, `timestamp`. Values under keys that "
+        "look sensitive (secret, token, authorization, password, signature) are redacted; SQL "
+        "parameters never appear. Records that repeat per accept or per connection pass once "
+        "per 10 s, the next carrying `suppressed` (the count dropped).",
     ),
     ("LOG_LEVEL", "`INFO`", "Root log level."),
     (

@@ -105,7 +105,8 @@ class ServiceSettings(BaseSettings):
         _DB.lock_timeout_seconds,
         ge=0,
         le=3600,
-        description="PostgreSQL `lock_timeout` (0 disables).",
+        description="PostgreSQL `lock_timeout` (0 disables); SQLite waits 30 s for a writer's "
+        "lock whatever this says.",
     )
     db_idle_in_transaction_timeout_seconds: float = Field(
         _DB.idle_in_transaction_timeout_seconds,
