@@ -137,3 +137,11 @@ def test_relay_settings_default_to_the_relay_config() -> None:
     from scheduler.entrypoints.workers.relay import relay_config
 
     assert relay_config(SchedulerSettings()) == RelayConfig()
+
+
+def test_one_config_error_for_both_services() -> None:
+    import notification.bootstrap
+    import scheduler.config
+
+    assert scheduler.config.MissingSetting is ConfigError
+    assert notification.bootstrap.ConfigError is ConfigError
