@@ -18,21 +18,54 @@ class AuthSettings(BaseSettings):
     # An empty variable (`AUTH_JWKS_URL=`) means unset, as in most shells and compose files.
     model_config = SettingsConfigDict(extra="ignore", frozen=True, env_ignore_empty=True)
 
-    AUTH_HS256_KEY: SecretStr | None = None
-    AUTH_JWKS_URL: str | None = None
-    AUTH_JWKS_FILE: Path | None = None
-    AUTH_AUDIENCE: str = Field(default=DEFAULT_AUDIENCE, min_length=1, max_length=200)
-    AUTH_ISSUER: str = Field(default=DEFAULT_ISSUER, min_length=1, max_length=200)
-    # Clock skew tolerated on exp/nbf/iat; more than 5 minutes would hide a broken clock.
-    AUTH_LEEWAY_SECONDS: int = Field(default=30, ge=0, le=300)
-    # JWKS caching: keys are reused for this long, then refetched.
-    AUTH_JWKS_CACHE_SECONDS: float = Field(default=300.0, gt=0, le=86_400)
-    # An unknown kid triggers a refetch at most this often, so a flood of tokens with random
-    # kids (kid-spam) cannot turn into a flood of requests to the identity provider.
-    AUTH_JWKS_MIN_REFETCH_SECONDS: float = Field(default=30.0, ge=0, le=3_600)
-    AUTH_JWKS_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0, le=60)
+    AUTH_HS256_KEY: SecretStr | None = Field(
+        default=None,
+        description="Shared HS256 key (at least 32 characters); `serve --dev` generates one "
+        "under `var/`. One of this, `AUTH_JWKS_URL` or `AUTH_JWKS_FILE` is required.",
+    )
+    AUTH_JWKS_URL: str | None = Field(
+        default=None, description="JWKS of the identity provider (RS256/ES256/EdDSA tokens)."
+    )
+    AUTH_JWKS_FILE: Path | None = Field(
+        default=None, description="A JWKS read from a file instead of a URL."
+    )
+    AUTH_AUDIENCE: str = Field(
+        default=DEFAULT_AUDIENCE,
+        min_length=1,
+        max_length=200,
+        description="Required `aud` (`scheduler token` mints with it too).",
+    )
+    AUTH_ISSUER: str = Field(
+        default=DEFAULT_ISSUER,
+        min_length=1,
+        max_length=200,
+        description="Required `iss` (`scheduler token` mints with it too).",
+    )
+    # More than 5 minutes would hide a broken clock.
+    AUTH_LEEWAY_SECONDS: int = Field(
+        default=30, ge=0, le=300, description="Clock skew tolerated on `exp`/`nbf`/`iat`."
+    )
+    AUTH_JWKS_CACHE_SECONDS: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="JWKS keys are reused this long, then refetched.",
+    )
+    # So a flood of tokens with random kids (kid-spam) cannot turn into a flood of requests to
+    # the identity provider.
+    AUTH_JWKS_MIN_REFETCH_SECONDS: float = Field(
+        default=30.0,
+        ge=0,
+        le=3_600,
+        description="An unknown `kid` triggers a JWKS refetch at most this often.",
+    )
+    AUTH_JWKS_TIMEOUT_SECONDS: float = Field(
+        default=5.0, gt=0, le=60, description="Bound of one JWKS fetch."
+    )
     # A real JWKS holds a handful of keys (a few KiB); 64 KiB bounds memory and parse time.
-    AUTH_JWKS_MAX_BYTES: int = Field(default=65_536, ge=1_024, le=1_048_576)
+    AUTH_JWKS_MAX_BYTES: int = Field(
+        default=65_536, ge=1_024, le=1_048_576, description="Largest JWKS accepted."
+    )
 
     @field_validator("AUTH_HS256_KEY")
     @classmethod

@@ -1,8 +1,10 @@
 """Scheduler settings (DESIGN.md §3), read from the environment once in bootstrap and passed down.
 
-Keys are SecretStr so they print as asterisks. `ensure_keys(dev=...)` is the one place that
-decides what happens when a key is missing: in dev mode it generates one under ./var (mode 0600);
-otherwise it raises MissingSetting whose message is one line naming the variable.
+Every field `x` is read from `SCHEDULER_X` (the shared base adds the unprefixed `KAFKA_*` and
+`WEBHOOK_*`); docs/configuration.md is generated from these fields. Keys are SecretStr so they
+print as asterisks. `ensure_keys(dev=...)` is the one place that decides what happens when a key
+is missing: in dev mode it generates one under ./var (mode 0600); otherwise it raises ConfigError
+whose message is one line naming the variable.
 """
 
 from __future__ import annotations
@@ -12,110 +14,65 @@ import binascii
 import os
 import secrets
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import BeforeValidator, Field, SecretStr
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
 
+from scheduler.adapters.events.outbox_relay import MAX_BATCH_SIZE, RelayConfig
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES
 from scheduler.service_layer.retention import RetentionPolicy
-from servicekit.data.database import DatabaseBounds
-from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES
-from servicekit.http.protocol import HttpLimits
 from servicekit.runtime.pipeline import PipelineSettings
-from servicekit.runtime.watchdog import DEFAULT_STEP_TIMEOUT_SECONDS
-from webhookdeliver import allowed_ports_setting
+from servicekit.settings import ConfigError, ServiceSettings, unprefixed
 
 DEV_VAR_DIR = Path("var")
-_RETENTION = RetentionPolicy()  # the retention defaults live in the policy
-_HTTP = HttpLimits()  # the HTTP server defaults live in servicekit
-_DB = DatabaseBounds()  # the database bounds' defaults live in servicekit
+# The defaults live with the code that applies them; these settings only let them be overridden.
+_RETENTION = RetentionPolicy()
+_RELAY = RelayConfig()
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 
+# The name the scheduler's entrypoints import; the same class as notification's.
+MissingSetting = ConfigError
 
-class MissingSetting(RuntimeError):
-    """A required setting is absent or malformed; str() is one line naming the variable."""
 
-
-class SchedulerSettings(BaseSettings):
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+class SchedulerSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="SCHEDULER_")
 
     database_url: str = Field(
-        "sqlite+aiosqlite:///var/scheduler.db", validation_alias="SCHEDULER_DATABASE_URL"
+        "sqlite+aiosqlite:///var/scheduler.db",
+        description="`postgresql+asyncpg://…` in production.",
     )
-    # Bounds on every database call (servicekit/data/database.py says which stage each one bounds).
-    db_connect_timeout_seconds: float = Field(
-        _DB.connect_timeout_seconds,
-        gt=0,
-        le=300,
-        validation_alias="SCHEDULER_DB_CONNECT_TIMEOUT_SECONDS",
+    secret_key: SecretStr | None = Field(
+        None,
+        description="32 random bytes, URL-safe base64: encrypts target secrets at rest "
+        "(AES-GCM). Required; `serve --dev` generates one under `var/`.",
     )
-    db_command_timeout_seconds: float = Field(
-        _DB.command_timeout_seconds,
-        gt=0,
-        le=3600,
-        validation_alias="SCHEDULER_DB_COMMAND_TIMEOUT_SECONDS",
-    )
-    db_statement_timeout_seconds: float = Field(
-        _DB.statement_timeout_seconds,
-        ge=0,
-        le=3600,
-        validation_alias="SCHEDULER_DB_STATEMENT_TIMEOUT_SECONDS",
-    )
-    db_lock_timeout_seconds: float = Field(
-        _DB.lock_timeout_seconds,
-        ge=0,
-        le=3600,
-        validation_alias="SCHEDULER_DB_LOCK_TIMEOUT_SECONDS",
-    )
-    db_idle_in_transaction_timeout_seconds: float = Field(
-        _DB.idle_in_transaction_timeout_seconds,
-        ge=0,
-        le=86_400,
-        validation_alias="SCHEDULER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
-    )
-    db_pool_timeout_seconds: float = Field(
-        _DB.pool_timeout_seconds,
-        gt=0,
-        le=300,
-        validation_alias="SCHEDULER_DB_POOL_TIMEOUT_SECONDS",
-    )
-    # A worker loop's step taking longer is cancelled; /readyz is 503 while a loop is overdue.
-    worker_step_timeout_seconds: float = Field(
-        DEFAULT_STEP_TIMEOUT_SECONDS,
-        gt=0,
-        le=3600,
-        validation_alias="SCHEDULER_WORKER_STEP_TIMEOUT_SECONDS",
-    )
-    kafka_bootstrap_servers: str | None = Field(None, validation_alias="KAFKA_BOOTSTRAP_SERVERS")
-    kafka_idempotent: bool = Field(True, validation_alias="KAFKA_IDEMPOTENT")
-    secret_key: SecretStr | None = Field(None, validation_alias="SCHEDULER_SECRET_KEY")
-    # Old keys still able to decrypt (comma-separated, same format) while rows are re-encrypted.
     previous_secret_keys: SecretStr | None = Field(
-        None, validation_alias="SCHEDULER_PREVIOUS_SECRET_KEYS"
+        None,
+        description="Old keys (comma-separated, same format) that still decrypt while rows are "
+        "re-encrypted after a rotation.",
     )
-    webhook_allow_private_networks: bool = Field(
-        False, validation_alias="WEBHOOK_ALLOW_PRIVATE_NETWORKS"
+    # Read here as well as by authclient, so that dev mode can generate it (ensure_keys).
+    auth_hs256_key: SecretStr | None = Field(
+        None,
+        validation_alias=unprefixed("AUTH_HS256_KEY"),
+        description="See the token verification table.",
     )
-    # Ports a webhook target may name ("80,443,8443"); unset: 80 and 443 (what the egress
-    # NetworkPolicy opens), or any port with private networks allowed (dev, loopback tests).
-    webhook_allowed_ports: Annotated[
-        frozenset[int] | None, NoDecode, BeforeValidator(allowed_ports_setting)
-    ] = Field(None, validation_alias="WEBHOOK_ALLOWED_PORTS")
-    auth_hs256_key: SecretStr | None = Field(None, validation_alias="AUTH_HS256_KEY")
 
     # Tenant limits for tenants without an entitlements event (DESIGN §9).
-    default_max_schedules: int = Field(100, validation_alias="SCHEDULER_DEFAULT_MAX_SCHEDULES")
+    default_max_schedules: int = Field(
+        100, description="`max_schedules` of a tenant with no `entitlements.updated` event."
+    )
     default_min_interval_seconds: int = Field(
-        60, validation_alias="SCHEDULER_DEFAULT_MIN_INTERVAL_SECONDS"
+        60, description="`min_interval_seconds` of a tenant with no `entitlements.updated` event."
     )
     default_max_runs_per_day: int = Field(
-        10_000, validation_alias="SCHEDULER_DEFAULT_MAX_RUNS_PER_DAY"
+        10_000, description="`max_runs_per_day` of a tenant with no `entitlements.updated` event."
     )
     default_max_payload_bytes: int = Field(
-        65_536, validation_alias="SCHEDULER_DEFAULT_MAX_PAYLOAD_BYTES"
+        65_536,
+        description="`max_payload_bytes` of a tenant with no `entitlements.updated` event.",
     )
 
     # Workers.
@@ -123,113 +80,95 @@ class SchedulerSettings(BaseSettings):
         PipelineSettings().concurrency,
         ge=1,
         le=1000,
-        validation_alias="SCHEDULER_DISPATCH_CONCURRENCY",
+        description="Delivery attempts in flight per worker process (at most 10 per target "
+        "host:port).",
     )
     max_lease_expiries: int = Field(
         DEFAULT_MAX_LEASE_EXPIRIES,
         ge=1,
         le=1000,
-        validation_alias="SCHEDULER_MAX_LEASE_EXPIRIES",
-    )  # a run whose lease expired this often fails `worker_lost` (DESIGN §6)
+        description="A run whose lease expired this often (each a `worker_lost` attempt) fails "
+        "`worker_lost` instead of being attempted again.",
+    )
     planner_lookahead_seconds: int = Field(
         int(DEFAULT_LOOKAHEAD.total_seconds()),
         ge=1,
         le=int(MAX_LOOKAHEAD.total_seconds()),
-        validation_alias="SCHEDULER_PLANNER_LOOKAHEAD_SECONDS",
+        description="How far ahead runs are planned, so planning never adds lag.",
     )
 
-    # Outbox relay (DESIGN §9); unset keeps the relay's defaults (adapters/events/outbox_relay.py).
-    outbox_batch_size: int | None = Field(
-        None, ge=1, le=10_000, validation_alias="SCHEDULER_OUTBOX_BATCH_SIZE"
+    # Outbox relay (DESIGN §9); the defaults are RelayConfig's.
+    outbox_batch_size: int = Field(
+        _RELAY.batch_size,
+        ge=1,
+        le=MAX_BATCH_SIZE,
+        description="Outbox relay: rows per publish.",
     )
-    outbox_poll_interval_seconds: float | None = Field(
-        None, gt=0, le=3600, validation_alias="SCHEDULER_OUTBOX_POLL_INTERVAL_SECONDS"
+    outbox_poll_interval_seconds: float = Field(
+        _RELAY.poll_interval_seconds,
+        gt=0,
+        le=3600,
+        description="Outbox relay: how long an idle relay waits before looking again (a commit "
+        "in the same process wakes it at once).",
     )
-    outbox_retry_max_seconds: float | None = Field(
-        None, ge=0.5, le=3600, validation_alias="SCHEDULER_OUTBOX_RETRY_MAX_SECONDS"
+    outbox_retry_max_seconds: float = Field(
+        _RELAY.retry_max_seconds,
+        ge=_RELAY.retry_initial_seconds,
+        le=3600,
+        description="Outbox relay: backoff cap while the broker is down.",
     )
 
-    # Retention (service_layer/retention.py): terminal runs and purged deleted schedules after
-    # the run retention; idempotency keys after their TTL (a replay after it creates a new
-    # schedule); consumer dedup ids and sent outbox rows after theirs. At least 1 day of runs:
-    # today's runs count to quotas.
+    # Retention (service_layer/retention.py). At least 1 day of runs: today's runs count to
+    # quotas.
     run_retention_days: int = Field(
         _RETENTION.run_retention.days,
         ge=1,
         le=3650,
-        validation_alias="SCHEDULER_RUN_RETENTION_DAYS",
+        description="Terminal runs (with their attempts) and purged deleted schedules are "
+        "deleted after this.",
     )
     idempotency_ttl_seconds: int = Field(
         int(_RETENTION.idempotency_ttl.total_seconds()),
         ge=60,
         le=90 * 86_400,
-        validation_alias="SCHEDULER_IDEMPOTENCY_TTL_SECONDS",
+        description="How long an `Idempotency-Key` is remembered; a replay after it creates a "
+        "new schedule.",
     )
     processed_events_retention_days: int = Field(
         _RETENTION.processed_events_retention.days,
         ge=1,
         le=3650,
-        validation_alias="SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS",
+        description="How long consumed event ids are kept for deduplication.",
     )
-    # Sent outbox rows (an audit trail, replays by hand); unsent ones are never deleted.
     outbox_retention_seconds: float = Field(
         _RETENTION.outbox_retention.total_seconds(),
         ge=0,
         le=366 * 86_400,
-        validation_alias="SCHEDULER_OUTBOX_RETENTION_SECONDS",
+        description="Sent outbox rows (an audit trail, replays by hand) are deleted after this; "
+        "unsent ones never.",
     )
     retention_interval_seconds: float = Field(
-        300, gt=0, le=86_400, validation_alias="SCHEDULER_RETENTION_INTERVAL_SECONDS"
+        300, gt=0, le=86_400, description="Time between retention passes."
     )
     retention_batch_size: int = Field(
-        _RETENTION.batch_size, ge=1, le=10_000, validation_alias="SCHEDULER_RETENTION_BATCH_SIZE"
+        _RETENTION.batch_size,
+        ge=1,
+        le=10_000,
+        description="Rows deleted per retention statement.",
     )
 
-    # Rotation: how long the previous webhook secret keeps signing alongside the new one.
     secret_rotation_grace_seconds: int = Field(
-        86_400, ge=0, le=30 * 86_400, validation_alias="SCHEDULER_SECRET_ROTATION_GRACE_SECONDS"
+        86_400,
+        ge=0,
+        le=30 * 86_400,
+        description="How long the previous webhook secret keeps signing alongside the new one "
+        "after a rotation.",
     )
-    # Whole request bodies above this are refused with 413 before parsing.
-    max_request_bytes: int = Field(
-        DEFAULT_MAX_REQUEST_BYTES,
-        ge=1024,
-        le=16 * 1024 * 1024,
-        validation_alias="SCHEDULER_MAX_REQUEST_BYTES",
-    )
-    # HTTP server (servicekit/http/protocol.py): request headers and body must arrive within
-    # their timeouts, idle keep-alive connections close, past the cap connections get 503.
-    http_header_timeout_seconds: float = Field(
-        _HTTP.header_timeout_seconds,
-        gt=0,
-        le=300,
-        validation_alias="SCHEDULER_HTTP_HEADER_TIMEOUT_SECONDS",
-    )
-    http_body_timeout_seconds: float = Field(
-        _HTTP.body_timeout_seconds,
-        gt=0,
-        le=3600,
-        validation_alias="SCHEDULER_HTTP_BODY_TIMEOUT_SECONDS",
-    )
-    http_keep_alive_seconds: float = Field(
-        _HTTP.keep_alive_seconds, gt=0, le=300, validation_alias="SCHEDULER_HTTP_KEEP_ALIVE_SECONDS"
-    )
-    http_max_connections: int = Field(
-        _HTTP.max_connections, ge=1, le=1_000_000, validation_alias="SCHEDULER_HTTP_MAX_CONNECTIONS"
-    )
-    http_backlog: int = Field(
-        _HTTP.backlog, ge=1, le=65_535, validation_alias="SCHEDULER_HTTP_BACKLOG"
-    )
-
-    def http_limits(self) -> HttpLimits:
-        return HttpLimits.of(self)
-
-    def database_bounds(self) -> DatabaseBounds:
-        return DatabaseBounds.of(self)
 
     def encryption_keys(self) -> list[bytes]:
-        """Current key first, then previous ones; raises MissingSetting on a missing/bad key."""
+        """Current key first, then previous ones; raises ConfigError on a missing/bad key."""
         if self.secret_key is None:
-            raise MissingSetting(
+            raise ConfigError(
                 "SCHEDULER_SECRET_KEY is not set (32 random bytes, URL-safe base64); "
                 "use `scheduler serve --dev` for a generated dev key"
             )
@@ -242,7 +181,7 @@ class SchedulerSettings(BaseSettings):
 
     def ensure_keys(self, *, dev: bool, var_dir: Path = DEV_VAR_DIR) -> SchedulerSettings:
         """Return settings with both keys present: in dev mode generated (0600) under var_dir when
-        missing; otherwise MissingSetting for the first missing one."""
+        missing; otherwise ConfigError for the first missing one."""
         updates: dict[str, SecretStr] = {}
         if self.secret_key is None and dev:
             updates["secret_key"] = SecretStr(
@@ -255,7 +194,7 @@ class SchedulerSettings(BaseSettings):
         settings = self.model_copy(update=updates)
         settings.encryption_keys()
         if settings.auth_hs256_key is None and not _jwks_configured():
-            raise MissingSetting(
+            raise ConfigError(
                 "AUTH_HS256_KEY (or AUTH_JWKS_URL / AUTH_JWKS_FILE) is not set; "
                 "tokens cannot be verified"
             )
@@ -270,9 +209,9 @@ def _decode_key(name: str, raw: str) -> bytes:
     try:
         key = base64.urlsafe_b64decode(raw.encode("ascii") + b"=" * (-len(raw) % 4))
     except (binascii.Error, ValueError, UnicodeEncodeError):
-        raise MissingSetting(f"{name} is not URL-safe base64") from None
+        raise ConfigError(f"{name} is not URL-safe base64") from None
     if len(key) != 32:
-        raise MissingSetting(f"{name} must decode to 32 bytes, got {len(key)}")
+        raise ConfigError(f"{name} must decode to 32 bytes, got {len(key)}")
     return key
 
 
