@@ -139,9 +139,14 @@ def test_relay_settings_default_to_the_relay_config() -> None:
     assert relay_config(SchedulerSettings()) == RelayConfig()
 
 
-def test_one_config_error_for_both_services() -> None:
-    import notification.bootstrap
-    import scheduler.config
+@pytest.mark.parametrize(
+    "variable", ["SCHEDULER_MAX_LEASE_EXPIRIES", "NOTIFICATION_MAX_REQUEST_BYTES"]
+)
+def test_one_config_error_for_both_services(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    from notification.config import NotificationSettings
+    from scheduler.config import SchedulerSettings
 
-    assert scheduler.config.MissingSetting is ConfigError
-    assert notification.bootstrap.ConfigError is ConfigError
+    monkeypatch.setenv(variable, "-1")
+    settings = SchedulerSettings if variable.startswith("SCHEDULER_") else NotificationSettings
+    with pytest.raises(ConfigError, match=variable):
+        settings()

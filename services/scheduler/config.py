@@ -32,9 +32,6 @@ _RELAY = RelayConfig()
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
 
-# The name the scheduler's entrypoints import; the same class as notification's.
-MissingSetting = ConfigError
-
 
 class SchedulerSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="SCHEDULER_")

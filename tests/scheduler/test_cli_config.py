@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from scheduler.config import MissingSetting, SchedulerSettings
+from scheduler.config import SchedulerSettings
+from servicekit.settings import ConfigError
 
 
 def _settings(**kw: object) -> SchedulerSettings:
@@ -32,7 +33,7 @@ def test_dev_generates_keys_once_0600(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_production_refuses_missing_key(tmp_path: Path) -> None:
-    with pytest.raises(MissingSetting) as err:
+    with pytest.raises(ConfigError) as err:
         _settings().ensure_keys(dev=False, var_dir=tmp_path)
     assert "SCHEDULER_SECRET_KEY" in str(err.value)
     assert "\n" not in str(err.value)
@@ -40,7 +41,7 @@ def test_production_refuses_missing_key(tmp_path: Path) -> None:
 
 
 def test_malformed_key_is_named() -> None:
-    with pytest.raises(MissingSetting, match="SCHEDULER_SECRET_KEY must decode to 32 bytes"):
+    with pytest.raises(ConfigError, match="SCHEDULER_SECRET_KEY must decode to 32 bytes"):
         _settings(secret_key=SecretStr("c2hvcnQ=")).encryption_keys()
 
 

@@ -24,13 +24,13 @@ from pydantic import ValidationError
 
 from eventbus import InProcessBus
 from scheduler.bootstrap import Container, bootstrap
-from scheduler.config import MissingSetting
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
 from servicekit.logging import configure_logging
 from servicekit.runtime import event_loop
 from servicekit.runtime.gc_tuning import freeze_startup_heap
+from servicekit.settings import ConfigError
 
 DEFAULT_GRACE_SECONDS = 10.0
 
@@ -53,7 +53,7 @@ def build(dev: bool, *, bus: InProcessBus | None = None) -> Container | str:
     publish to without Kafka (the embedded default shares one with notification)."""
     try:
         return bootstrap(dev=dev, bus=bus)
-    except MissingSetting as exc:
+    except ConfigError as exc:
         return str(exc)
     except ValidationError as exc:
         first = exc.errors()[0]
