@@ -1,5 +1,5 @@
-"""Backfill's lower-priority lane (DESIGN §6, issue 16), PostgreSQL, one worker (planner +
-dispatcher, `WorkerRuntime`), loopback receiver in another process:
+"""Backfill's lower-priority lane (DESIGN §6: a backfill never delays live occurrences), PostgreSQL,
+one worker (planner + dispatcher, `WorkerRuntime`), loopback receiver in another process:
 
 - `live_alone`: 1,000 schedules (10 tenants) fire at one instant;
 - `live_with_backfill`: the same, with a backfill of 10,000 occurrences (quick: 2,000) of another

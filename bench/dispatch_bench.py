@@ -6,7 +6,7 @@
   mark done, commit; batch after batch). Peak RSS of this process after the phase.
 - lag: p50/p99/max of (first attempt start - scheduled_for) with 1,000 and 10,000 schedules
   (quick: 1,000 only) firing at the same instant, planner + dispatcher (`WorkerRuntime`).
-- versus_pgqueuer (PostgreSQL only, issue 13): a burst of 3,000 runs of 3,000 schedules due at
+- versus_pgqueuer (PostgreSQL only, as pgqueuer is): a burst of 3,000 runs of 3,000 schedules due at
   one instant, 64 in flight, delivered by our worker in its own process, by two of them against
   the same database (replicas: the scheduler has no `--workers`), and by pgqueuer + aiohttp
   (bench/pgqueuer_baseline.py, its own database). Each side: runs/s from the due instant to the

@@ -1,5 +1,5 @@
-"""Tenant fairness at the hot minute (DESIGN §6, issue 16), PostgreSQL, one worker (planner +
-dispatcher, `WorkerRuntime`), loopback receiver in another process:
+"""Tenant fairness at the hot minute (one tenant's burst must not delay another's runs), PostgreSQL,
+one worker (planner + dispatcher, `WorkerRuntime`), loopback receiver in another process:
 
 - `b_alone`: tenant B's 50 schedules fire at one instant, nothing else due;
 - `a_burst`: the same, while tenant A's 10,000 schedules (quick: 2,000) fire at the same instant

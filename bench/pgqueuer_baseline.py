@@ -1,5 +1,6 @@
-"""The dispatch benchmark's outside baseline: what a Python team would write without us, pgqueuer
-(a PostgreSQL job queue on asyncpg) plus aiohttp, doing the same job (issue 13).
+"""The dispatch benchmark's outside baseline: what a Python team would write without us, pgqueuer (a
+PostgreSQL job queue on asyncpg) plus aiohttp, doing the same job, so our throughput is judged
+against an established queue, not only against our own floor script.
 
 Each job is one signed POST with our headers (`webhookdeliver.build_headers`, so every request
 carries the same header bytes as ours) to the bench's receiver; a non-2xx status fails the job.

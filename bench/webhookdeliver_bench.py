@@ -4,12 +4,11 @@ Both clients hit the same loopback aiohttp receiver (in this process), with the 
 concurrency and the same keep-alive pool limits, alternating rounds so machine noise hits both;
 compare the ratio, not the absolute figures.
 
-`cpu_per_attempt` is issue 13's figure: process CPU (time.process_time) per POST on the workers'
-loop (servicekit.runtime.event_loop: uvloop where installed) at concurrency 64, against a receiver
-in
-another process (so only the client's CPU counts), for `Deliverer.deliver` and for a
-hand-written aiohttp POST of the same headers (signed inline from one message);
-`deliverer_extra_us` is what the deliverer costs on top.
+`cpu_per_attempt` is the client's own cost, which posts/s against a receiver on the same cores
+hides: process CPU (time.process_time) per POST on the workers' loop (servicekit.runtime.event_loop:
+uvloop where installed) at concurrency 64, against a receiver in another process (so only the
+client's CPU counts), for `Deliverer.deliver` and for a hand-written aiohttp POST of the same
+headers (signed inline from one message); `deliverer_extra_us` is what the deliverer costs on top.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Retry timing: capped exponential backoff with full jitter, bounded by attempts and by time.
 
-Pure: the caller passes the attempt number, the elapsed time and the random generator, so the
-policy is deterministic under test and needs no clock.
+The formula is servicekit's (`servicekit.runtime.backoff`), the one both services' worker loops
+use too; this policy adds the bounds and `Retry-After`. Pure: the caller passes the attempt
+number, the elapsed time and the random generator, so the policy is deterministic under test
+and needs no clock.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+
+from servicekit.runtime.backoff import backoff_ceiling, jittered
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +48,12 @@ class BackoffPolicy:
 
     def ceiling(self, attempt: int) -> float:
         """The largest delay after attempt `attempt` (1-based), before jitter."""
-        exponent = max(attempt - 1, 0)
-        if self.multiplier == 1.0:
-            return self.initial_seconds
-        # Compare in log space: multiplier ** exponent overflows a float for large attempts.
-        headroom = math.log(self.max_seconds / self.initial_seconds)
-        if exponent * math.log(self.multiplier) >= headroom:
-            return self.max_seconds
-        return min(self.max_seconds, self.initial_seconds * self.multiplier**exponent)
+        return backoff_ceiling(
+            attempt,
+            initial_seconds=self.initial_seconds,
+            max_seconds=self.max_seconds,
+            multiplier=self.multiplier,
+        )
 
     def next_delay(
         self,
@@ -64,7 +66,7 @@ class BackoffPolicy:
         if attempt >= self.max_attempts:
             return None
         ceiling = self.ceiling(attempt)
-        delay = rng.uniform(0.0, ceiling) if rng is not None else random.uniform(0.0, ceiling)
+        delay = jittered(ceiling, rng)
         if retry_after is not None and math.isfinite(retry_after) and retry_after > delay:
             delay = min(retry_after, self.max_seconds)
         if elapsed_seconds + delay > self.max_elapsed_seconds:

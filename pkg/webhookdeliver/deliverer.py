@@ -199,6 +199,34 @@ class _Refused(Exception):
         self.message = message
 
 
+def _excerpt_of(body: bytes) -> str | None:
+    text = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
+    # ASCII text of at most MAX_EXCERPT_BYTES characters is already in bounds.
+    if text.isascii() and "\x00" not in text:
+        return text or None
+    return bound_excerpt(text)
+
+
+def _failure_of(exc: Exception, stage: str, timeout: float) -> tuple[ErrorKind, str, bool]:
+    """(error kind, message, retryable) of an attempt that raised `exc` during `stage`. The
+    checks run most specific first: aiohttp's timeouts are also ClientErrors, its TLS errors
+    also connector errors, and every TimeoutError and SSLError is an OSError."""
+    if isinstance(exc, _Refused):
+        return exc.kind, exc.message, exc.kind != "ssrf_blocked"
+    if isinstance(exc, TimeoutError):
+        if stage == "dns":
+            return "dns", f"DNS lookup timed out after {timeout:g}s", True
+        return "timeout", f"{stage} timed out after {timeout:g}s", True
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return "tls", str(exc), True
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "invalid_url", str(exc), False
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect", str(exc), True
+    # Server closed mid-response, reset, malformed HTTP: a network failure.
+    return "connect", f"{type(exc).__name__}: {exc}", True
+
+
 class Deliverer:
     """Signs and POSTs webhooks through the SSRF guard. Reuse one per process; `close()` it.
 
@@ -342,27 +370,9 @@ class Deliverer:
                     body, truncated = await self._read_bounded(response)
                     if truncated:
                         response.close()  # unread bytes remain: never pool this connection
-                    text = body[:MAX_EXCERPT_BYTES].decode("utf-8", "replace")
-                    # ASCII text of at most MAX_EXCERPT_BYTES characters is already in bounds.
-                    in_bounds = text.isascii() and "\x00" not in text
-                    excerpt = (text or None) if in_bounds else bound_excerpt(text)
-        except _Refused as exc:
-            return result(exc.kind, exc.message, exc.kind != "ssrf_blocked")
-        except TimeoutError:
-            if stage == "dns":
-                return result("dns", f"DNS lookup timed out after {timeout:g}s", True)
-            return result("timeout", f"{stage} timed out after {timeout:g}s", True)
-        except aiohttp.ClientSSLError as exc:
-            return result("tls", str(exc), True)
-        except ssl.SSLError as exc:
-            return result("tls", str(exc), True)
-        except aiohttp.InvalidURL as exc:
-            return result("invalid_url", str(exc), False)
-        except aiohttp.ClientConnectorError as exc:
-            return result("connect", str(exc), True)
-        except (aiohttp.ClientError, OSError) as exc:
-            # Server closed mid-response, reset, malformed HTTP: a network failure.
-            return result("connect", f"{type(exc).__name__}: {exc}", True)
+                    excerpt = _excerpt_of(body)
+        except (_Refused, aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            return result(*_failure_of(exc, stage, timeout))
         finally:
             if token is not None:
                 _PIN.reset(token)

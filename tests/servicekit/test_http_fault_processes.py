@@ -1,4 +1,5 @@
-"""Fault proofs for both APIs as real processes on PostgreSQL (issue 12, items 2 and 3):
+"""Fault proofs for both APIs as real processes on PostgreSQL: slow or oversized clients must
+neither starve ordinary requests nor hold connections or memory:
 
 - 1,000 slow-header and 100 slow-body clients, reconnecting whenever they are cut, against each
   API for 10 s: ordinary authenticated requests never fail and keep a p99 under 200 ms, every

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from servicekit.runtime.backoff import backoff_ceiling, jittered
 from servicekit.runtime.transient import is_transient
 from servicekit.runtime.watchdog import (
     DEFAULT_STEP_TIMEOUT_SECONDS,
@@ -75,8 +76,9 @@ def busy_or_idle(step: Callable[[], Awaitable[int]]) -> Step:
 
 
 class Backoff:
-    """initial * 2**(failures - 1), capped at `max_seconds`; with `rng`, scaled by a factor drawn
-    from [0.5, 1.0] so replicas that failed together do not retry in step."""
+    """servicekit's backoff formula (`runtime.backoff`) with multiplier 2: the ceiling is
+    initial * 2**(failures - 1), capped at `max_seconds`; with `rng`, drawn from its upper half
+    so replicas that failed together do not retry in step, yet none comes straight back."""
 
     def __init__(
         self, initial_seconds: float, max_seconds: float, *, rng: random.Random | None = None
@@ -88,9 +90,10 @@ class Backoff:
         self.rng = rng
 
     def delay(self, failures: int) -> float:
-        exponent = min(max(failures, 1) - 1, 30)
-        ceiling = min(self.max_seconds, self.initial_seconds * float(2**exponent))
-        return ceiling * self.rng.uniform(0.5, 1.0) if self.rng is not None else ceiling
+        ceiling = backoff_ceiling(
+            failures, initial_seconds=self.initial_seconds, max_seconds=self.max_seconds
+        )
+        return jittered(ceiling, self.rng, floor=0.5) if self.rng is not None else ceiling
 
 
 class StepTimedOut(Exception):

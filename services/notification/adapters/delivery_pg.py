@@ -1,5 +1,5 @@
-"""The dispatcher's hot statements on PostgreSQL, on asyncpg directly (issue 13: the hot path
-without the ORM): the claim and the completion write. Each SQL text is constant (arrays, not
+"""The dispatcher's hot statements on PostgreSQL, on asyncpg directly (so the hot path pays
+no ORM cost per row): the claim and the completion write. Each SQL text is constant (arrays, not
 expanded lists), so asyncpg prepares it once per connection; rows map straight to the domain's
 records (no SQLAlchemy compile, type processing or greenlet switch per row). They run inside
 the store's unit of work (`servicekit.data.database.asyncpg_connection`): same transaction, bounds,

@@ -18,7 +18,7 @@ from sqlalchemy import (
     text,
 )
 
-from notification.adapters.db import UTCDateTime
+from servicekit.data.columns import UTCDateTime
 
 # The statuses a delivery can be claimed in (domain.deliveries.DUE_STATES).
 DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"

@@ -11,6 +11,7 @@ from notification.entrypoints.api import alert_contacts, notifications, subscrip
 from servicekit.http.body_limit import BodyLimitMiddleware
 from servicekit.http.docs import offline_docs_app
 from servicekit.http.health import health_router
+from servicekit.http.metrics import HttpMetricsMiddleware, http_metrics
 from servicekit.http.problems import install_problem_handlers
 from servicekit.http.routing import answer_both_slash_forms
 from servicekit.http.unavailable import install_unavailable_handlers
@@ -38,4 +39,5 @@ def create_app(
     app.include_router(alert_contacts.router)
     app.include_router(notifications.router)
     app.add_middleware(BodyLimitMiddleware, limit=container.settings.max_request_bytes)
+    app.add_middleware(HttpMetricsMiddleware, metrics=http_metrics("notification"))
     return app

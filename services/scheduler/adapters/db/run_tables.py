@@ -31,7 +31,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from scheduler.adapters.db.tables import metadata
-from scheduler.adapters.db.types import JSONText, UTCDateTime, partial_index
+from scheduler.adapters.db.types import JSONText, partial_index
+from servicekit.data.columns import UTCDateTime
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
 # The overlap checks' runs: unfinished and not backfill runs (a backfill never holds up a live

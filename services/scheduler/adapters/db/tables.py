@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.types import JSONText, UTCDateTime, partial_index
+from scheduler.adapters.db.types import JSONText, partial_index
+from servicekit.data.columns import UTCDateTime
 
 metadata = sa.MetaData()
 

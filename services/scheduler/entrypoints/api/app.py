@@ -14,11 +14,12 @@ from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, rotation_grace
 from scheduler.entrypoints.api import health, schedules
 from scheduler.entrypoints.api.context import ApiContext
-from scheduler.entrypoints.api.middleware import Metrics, MetricsMiddleware
+from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
 from scheduler.entrypoints.api.runs import install_runs
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from servicekit.http.docs import offline_docs_app
+from servicekit.http.metrics import HttpMetricsMiddleware
 from servicekit.http.routing import answer_both_slash_forms
 from servicekit.http.unavailable import install_unavailable_handlers
 from servicekit.runtime.watchdog import Watchdog
@@ -58,7 +59,7 @@ def create_app(
     app.include_router(health.router(ctx.check_database, ctx.metrics.registry, ctx.watchdog))
     app.include_router(schedules.router)
     app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
+    app.add_middleware(HttpMetricsMiddleware, metrics=ctx.metrics)
     return app
 
 

@@ -1,5 +1,5 @@
-"""The dispatcher's claim on PostgreSQL, on asyncpg directly (issue 13: the hot path without the
-ORM): each lane is ONE statement that leases its runs and returns them joined with what their
+"""The dispatcher's claim on PostgreSQL, on asyncpg directly (so the hot path pays no ORM cost
+per row): each lane is ONE statement that leases its runs and returns them joined with what their
 attempts need of the schedule (the delivery spec), so a claim reads no spec separately. The
 reclaim of expired leases is two (`EXPIRED` picks and locks them, `RECLAIM` leases them) and
 counts their lost attempts through the unit of work.
