@@ -73,3 +73,10 @@ def test_a_lone_surrogate_read_from_old_text_is_written_back_as_valid_json() -> 
     assert (
         compact_json({"big": 2**70, "é": "ü"}) == '{"big":1180591620717411303424,"é":"ü"}'.encode()
     )
+
+
+@pytest.mark.parametrize("number", [-(2**63) - 1, 2**64, 2**64 - 1, 10**30, -(10**19)])
+def test_integers_beyond_64_bits_read_back_exactly(number: int) -> None:
+    # orjson reads these as floats: a tenant's payload would change without an error.
+    assert parse_json(f'{{"n":{number}}}') == {"n": number}
+    assert parse_json(f"[{number}]".encode()) == [number]

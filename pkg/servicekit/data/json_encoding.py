@@ -10,17 +10,23 @@ lone surrogate (orjson refuses it) is written ASCII-only, its non-ASCII characte
 NaN and Infinity never arrive: the APIs refuse them (`servicekit.data.jsonvalue`) and jsonb cannot
 hold them.
 `parse_json` reads with orjson and falls back to the standard library for what orjson refuses
-and it reads (lone surrogate escapes, NaN in text written before the APIs refused it).
+and it reads (lone surrogate escapes, NaN in text written before the APIs refused it), and for
+text holding a run of 19 or more digits: orjson reads an integer beyond 64 bits as a float, which
+would change a tenant's number without an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 
 __all__ = ["compact_json", "parse_json"]
+# Every integer orjson reads exactly has at most 19 digits, and one beyond 64 bits has at least 19.
+_LONG_DIGITS_BYTES = re.compile(rb"[0-9]{19}")
+_LONG_DIGITS_TEXT = re.compile(r"[0-9]{19}")
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
@@ -40,6 +46,9 @@ def compact_json(value: Any) -> bytes:
 
 def parse_json(text: str | bytes) -> Any:
     """`json.loads(text)`, faster."""
+    long_digits = _LONG_DIGITS_BYTES if isinstance(text, bytes) else _LONG_DIGITS_TEXT
+    if long_digits.search(text) is not None:  # type: ignore[arg-type]
+        return json.loads(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
