@@ -11,7 +11,7 @@ Contract every implementation keeps:
 - `UnitOfWork.commit()` is the one place domain events become outbox rows: the events of every
   aggregate the repositories returned, added or locked, then those given to `add_event()`, in
   the same transaction as the state change (duplicate event ids are ignored). The settle write
-  (`RunRepository.write_owned`) is the one hot-path exception: it writes its completions'
+  (`RunRepository.settle_leased`) is the one hot-path exception: it writes its completions'
   events in its own statement, with the same row builder.
 - Leaving the `async with` block without commit() rolls everything back.
 - A unique-key violation surfaces as service_layer.errors.DuplicateKey.

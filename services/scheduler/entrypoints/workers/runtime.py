@@ -99,7 +99,7 @@ class WorkerRuntime:
             clock,
             settings=self.options.planning,
             tenants=tenants,
-            on_planned=self.dispatcher.wake,
+            on_planned=self.dispatcher.pipeline.wake,
             on_inserted=self.metrics.planned.inc,
             poll_seconds=self.options.planner_poll_seconds,
         )
@@ -145,7 +145,7 @@ class WorkerRuntime:
         return cls(container, options=options, registry=registry, tenants=tenants)
 
     def wake(self) -> None:
-        self.dispatcher.wake()
+        self.dispatcher.pipeline.wake()
 
     def _group(self) -> WorkerGroup:
         """Entries with a stop hook end at stop(); the dispatcher drains within the grace; the
@@ -157,7 +157,8 @@ class WorkerRuntime:
         if self.options.planner:
             group.add("planner", self.planner.run, stop=self.planner.stop)
         if self.options.dispatcher:
-            group.add("dispatcher", self.dispatcher.run, drain=self.dispatcher.stop)
+            pipeline = self.dispatcher.pipeline
+            group.add("dispatcher", pipeline.run, drain=pipeline.stop)
         depth = WorkerLoop(
             "queue-depth",
             self._count_due,
