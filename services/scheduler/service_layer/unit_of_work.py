@@ -1,7 +1,7 @@
 """The unit of work: ONE port per scheduler transaction (cosmic-python style), carrying every
 repository of the scheduler database: `schedules`, `idempotency`, `runs` (the set-based
 primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections) and
-`retention` (batch deletes, service_layer/retention.py).
+`retention` (batch deletes, service_layer/retention_ports.py).
 
 Contract every implementation keeps:
 - Schedule and idempotency methods take the tenant id; another tenant's row is indistinguishable
@@ -30,7 +30,7 @@ from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
-from scheduler.service_layer.retention import RetentionRepository
+from scheduler.service_layer.retention_ports import RetentionRepository
 from scheduler.service_layer.run_ports import RunRepository
 
 
