@@ -101,7 +101,7 @@ class ClaimRead(Generic[S]):
     """The stored attempts' durations summed, of retried runs."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per claimed run, built on the hot path
 class ClaimedRun(Generic[S]):
     run: Run
     spec: S | None
@@ -171,18 +171,19 @@ def decide_claims(
     `endpoint_of(spec)`: the webhook's `host:port` for the terminal event (None: no endpoint);
     `tenant_suspended_at(tenant_id, instant)` answers from the suspension projection (None:
     never suspended)."""
-    endpoints: dict[str, str | None] = {}  # by schedule id: once per claim
+    first_facts: dict[str, ClaimFacts] = {}  # by schedule id, of runs not attempted before
     out: list[ClaimedRun[S]] = []
     for run in tenant_round_robin(claimed):
         spec = read.specs.get(run.schedule_id)
-        endpoint = None
-        if spec is not None and endpoint_of is not None:
-            if run.schedule_id in endpoints:
-                endpoint = endpoints[run.schedule_id]
-            else:
-                endpoint = endpoints[run.schedule_id] = endpoint_of(spec)
+        facts = first_facts.get(run.schedule_id)
+        if facts is None:
+            endpoint = None if spec is None or endpoint_of is None else endpoint_of(spec)
+            facts = first_facts[run.schedule_id] = (
+                NO_FACTS if endpoint is None else ClaimFacts(endpoint)
+            )
         spent = read.earlier_delivery_ms.get(run.id, 0) if run.attempt_count else 0
-        facts = NO_FACTS if endpoint is None and not spent else ClaimFacts(endpoint, spent)
+        if spent:
+            facts = ClaimFacts(facts.endpoint, spent)
         buffer_one = spec is not None and spec.overlap_policy is OverlapPolicy.BUFFER_ONE
 
         expiries = read.lease_expiries.get(run.id, 0)
