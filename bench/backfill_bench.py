@@ -83,7 +83,7 @@ async def _scenario(c: Container, url: str, backfill_runs: int) -> dict[str, Any
             dry_run=False,
             include_existing=False,
             clock=c.clock,
-            wake=runtime.dispatcher.wake,
+            wake=runtime.dispatcher.pipeline.wake,
         )
         created = result.created
     deadline = time.monotonic() + 180

@@ -50,13 +50,13 @@ async def notification_throughput(db_url: str, target_url: str, n: int) -> float
     try:
         dispatcher = c.dispatcher
         started = time.perf_counter()
-        task = asyncio.create_task(dispatcher.run())
-        while dispatcher.written < n:
+        task = asyncio.create_task(dispatcher.pipeline.run())
+        while dispatcher.pipeline.written < n:
             if task.done():
                 task.result()
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - started
-        await dispatcher.stop(5)
+        await dispatcher.pipeline.stop(5)
         await task
     finally:
         await c.aclose()

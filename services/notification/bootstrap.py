@@ -108,51 +108,27 @@ def bootstrap(
     )
     alerts = AlertService(store, JinjaAlertRenderer(), clock)
     mailer = mailer or make_mailer(settings)
-    emails = EmailSender(
-        SqlEmailStore(engine),
-        mailer,
-        clock,
-        mail_from=settings.mail_from,
-        settings=EmailSettings(
-            max_attempts=settings.email_max_attempts,
-            idle_poll_seconds=settings.poll_interval_seconds,
-        ),
+    email_settings = EmailSettings(
+        max_attempts=settings.email_max_attempts, idle_poll_seconds=settings.poll_interval_seconds
     )
-    owned = None
+    emails = EmailSender(
+        SqlEmailStore(engine), mailer, clock, mail_from=settings.mail_from, settings=email_settings
+    )
+    owned = None  # closed by aclose: a client passed in is the caller's
     if delivery_client is None:
-        owned = Deliverer(
-            allow_private_networks=settings.webhook_allow_private_networks,
-            allowed_ports=settings.webhook_allowed_ports,
-            clock=lambda: clock().timestamp(),
-            connector_limit=max(settings.dispatch_concurrency, 100),
-            connector_limit_per_host=settings.dispatch_per_endpoint_limit,
-        )
-        delivery_client = owned
+        delivery_client = owned = make_deliverer(settings, clock)
     dispatcher = DeliveryDispatcher(
         SqlDeliveryStore(engine),
         delivery_client,
         subscriptions,
-        BackoffPolicy(
-            initial_seconds=settings.retry_initial_seconds,
-            max_seconds=settings.retry_max_seconds,
-            multiplier=settings.retry_multiplier,
-            max_attempts=settings.retry_max_attempts,
-            max_elapsed_seconds=settings.retry_max_elapsed_seconds,
-        ),
+        backoff_policy(settings),
         EndpointHealthPolicy(
             disable_after_seconds=settings.endpoint_disable_after_seconds,
             min_consecutive_failures=settings.endpoint_disable_min_failures,
         ),
         clock,
         on_endpoint_disabled=alerts.endpoint_disabled,
-        settings=DispatchSettings(
-            concurrency=settings.dispatch_concurrency,
-            per_key_limit=settings.dispatch_per_endpoint_limit,
-            claim_batch=settings.dispatch_batch_size,
-            lease_seconds=settings.dispatch_lease_seconds,
-            timeout_seconds=settings.delivery_timeout_seconds,
-            idle_poll_seconds=settings.poll_interval_seconds,
-        ),
+        settings=dispatch_settings(settings),
     )
     return Container(
         settings=settings,
@@ -166,4 +142,35 @@ def bootstrap(
         mailer=mailer,
         deliverer=owned,
         clock=clock,
+    )
+
+
+def make_deliverer(settings: NotificationSettings, clock: Callable[[], datetime]) -> Deliverer:
+    return Deliverer(
+        allow_private_networks=settings.webhook_allow_private_networks,
+        allowed_ports=settings.webhook_allowed_ports,
+        clock=lambda: clock().timestamp(),
+        connector_limit=max(settings.dispatch_concurrency, 100),
+        connector_limit_per_host=settings.dispatch_per_endpoint_limit,
+    )
+
+
+def backoff_policy(settings: NotificationSettings) -> BackoffPolicy:
+    return BackoffPolicy(
+        initial_seconds=settings.retry_initial_seconds,
+        max_seconds=settings.retry_max_seconds,
+        multiplier=settings.retry_multiplier,
+        max_attempts=settings.retry_max_attempts,
+        max_elapsed_seconds=settings.retry_max_elapsed_seconds,
+    )
+
+
+def dispatch_settings(settings: NotificationSettings) -> DispatchSettings:
+    return DispatchSettings(
+        concurrency=settings.dispatch_concurrency,
+        per_key_limit=settings.dispatch_per_endpoint_limit,
+        claim_batch=settings.dispatch_batch_size,
+        lease_seconds=settings.dispatch_lease_seconds,
+        timeout_seconds=settings.delivery_timeout_seconds,
+        idle_poll_seconds=settings.poll_interval_seconds,
     )

@@ -7,6 +7,10 @@ action; and ONE tenant projection cache (`Container.tenants`), read synchronousl
 the dispatcher and the API's limits. `start_tenants()` / `stop_tenants()` are reference-counted so
 the API lifespan and the worker runtime of one process can both hold it. And ONE unit-of-work
 factory (`Container.uow_factory`), every transaction of the API and the workers.
+
+The workers of a process are wired here too (`build_workers`, from `WorkerOptions`): the planner,
+the dispatcher with its action performers, the outbox relay, the tenant-state consumer and the
+retention worker; `entrypoints.workers.runtime.WorkerRuntime` runs what this builds.
 """
 
 from __future__ import annotations
@@ -14,26 +18,47 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from authclient import AuthSettings, TokenVerifier
-from eventbus import InProcessBus, Publisher, make_publisher
+from eventbus import InProcessBus, Publisher, make_consumer, make_publisher
+from scheduler.adapters.actions import ActionRouter, WebhookAction
 from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.events.outbox_relay import OutboxRelay, RelayConfig
+from scheduler.adapters.events.tenant_consumer import GROUP_ID, TOPICS, TenantConsumerWorker
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.config import DEV_VAR_DIR, SchedulerSettings
 from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import quota
+from scheduler.service_layer.dispatch_service import (
+    DispatchObserver,
+    DispatchSettings,
+    RunDispatcher,
+)
+from scheduler.service_layer.event_action import PublishingEventAction
+from scheduler.service_layer.planner import PlannerWorker
+from scheduler.service_layer.planning_service import PlanningSettings
+from scheduler.service_layer.retention import (
+    RetainedTable,
+    RetentionPolicy,
+    RetentionReport,
+    prune_once,
+)
+from scheduler.service_layer.run_ports import TenantStatus
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
-from webhookdeliver import generate_secret
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from servicekit.data.retention import FIRST_PASS_DELAY_SECONDS, RetentionWorker
+from webhookdeliver import Deliverer, generate_secret
 
 log = logging.getLogger("scheduler.bootstrap")
 
@@ -169,3 +194,229 @@ def rotation_grace(settings: SchedulerSettings) -> timedelta:
 
 
 Startup = Callable[[], Awaitable[None]]
+
+
+# ---- the workers ----------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerOptions:
+    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
+    planning: PlanningSettings = field(default_factory=PlanningSettings)
+    planner: bool = True
+    dispatcher: bool = True
+    relay: bool = False
+    """Run the outbox relay (`serving`: on)."""
+    tenant_consumer: bool = False
+    """Consume platform-events and billing-entitlements (`serving`: on)."""
+    retention: bool = False
+    """Prune expired rows (`serving`: on; service_layer/retention.py)."""
+    planner_poll_seconds: float = 1.0
+
+    @classmethod
+    def serving(cls, settings: SchedulerSettings) -> WorkerOptions:
+        """Every worker of `scheduler serve`, configured from the settings."""
+        return cls(
+            dispatch=DispatchSettings(concurrency=settings.dispatch_concurrency),
+            planning=PlanningSettings(
+                lookahead=timedelta(seconds=settings.planner_lookahead_seconds)
+            ),
+            relay=True,
+            tenant_consumer=True,
+            retention=True,
+        )
+
+
+@dataclass
+class Workers:
+    """One process's workers (`build_workers`); those not asked for are None."""
+
+    deliverer: Deliverer
+    dispatcher: RunDispatcher
+    planner: PlannerWorker
+    relay: OutboxRelay | None
+    tenant_consumer: TenantConsumerWorker | None
+    retention: RetentionWorker[RetainedTable] | None
+
+
+def build_workers(
+    container: Container,
+    options: WorkerOptions,
+    *,
+    observer: DispatchObserver,
+    on_inserted: Callable[[int], None] | None = None,
+    registry: CollectorRegistry | None = None,
+    deliverer: Deliverer | None = None,
+    tenants: TenantStatus | None = None,
+) -> Workers:
+    """`observer`: the dispatcher's metrics; `registry`: where the relay's and the retention
+    worker's metrics go; `deliverer` (default: one sized for the dispatch settings, closed by
+    the caller) and `tenants` (default: the container's projection cache) are for tests."""
+    settings, clock, uows = container.settings, container.clock, container.uow_factory
+    tenants = tenants or container.tenants
+    d = options.dispatch
+    deliverer = deliverer or Deliverer(
+        allow_private_networks=settings.webhook_allow_private_networks,
+        allowed_ports=settings.webhook_allowed_ports,
+        connector_limit=max(d.concurrency, 10),
+        connector_limit_per_host=d.per_key_limit,
+    )
+    dispatcher = RunDispatcher(
+        uows,
+        ActionRouter(
+            WebhookAction(deliverer, clock),
+            PublishingEventAction(container.publisher, clock),
+        ),
+        clock,
+        settings=d,
+        tenants=tenants,
+        observer=observer,
+        max_lease_expiries=settings.max_lease_expiries,
+    )
+    planner = PlannerWorker(
+        uows,
+        clock,
+        settings=options.planning,
+        tenants=tenants,
+        on_planned=dispatcher.pipeline.wake,
+        on_inserted=on_inserted,
+        poll_seconds=options.planner_poll_seconds,
+    )
+    return Workers(
+        deliverer=deliverer,
+        dispatcher=dispatcher,
+        planner=planner,
+        relay=make_relay(container, container.publisher, registry=registry)
+        if options.relay
+        else None,
+        tenant_consumer=make_tenant_consumer(container) if options.tenant_consumer else None,
+        retention=make_retention_worker(container, registry=registry)
+        if options.retention
+        else None,
+    )
+
+
+# Settings the relay reads when SchedulerSettings defines them (env SCHEDULER_OUTBOX_BATCH_SIZE,
+# _POLL_INTERVAL_SECONDS, _RETRY_MAX_SECONDS), with the RelayConfig defaults otherwise.
+# SCHEDULER_OUTBOX_RETENTION_SECONDS is the retention worker's.
+_RELAY_SETTING_FIELDS = {
+    "outbox_batch_size": "batch_size",
+    "outbox_poll_interval_seconds": "poll_interval_seconds",
+    "outbox_retry_max_seconds": "retry_max_seconds",
+}
+
+
+def relay_config(settings: SchedulerSettings) -> RelayConfig:
+    """RelayConfig from the settings that exist; defaults for the rest."""
+    values = {
+        target: getattr(settings, name)
+        for name, target in _RELAY_SETTING_FIELDS.items()
+        if getattr(settings, name, None) is not None
+    }
+    return RelayConfig(**values)
+
+
+def make_relay(
+    container: Container,
+    publisher: Publisher,
+    *,
+    config: RelayConfig | None = None,
+    registry: CollectorRegistry | None = None,
+) -> OutboxRelay:
+    """The process's outbox relay (DESIGN §9) over the container's database, publishing with
+    `publisher` (whose start/stop the caller owns). `registry`: where the lag metrics go (the
+    API's /metrics registry in a combined process; prometheus_client's global one when None).
+    Call `relay.wake()` after a commit that wrote outbox rows so the event leaves within
+    milliseconds instead of the poll interval."""
+    return OutboxRelay(
+        container.engine,
+        publisher,
+        clock=container.clock,
+        config=config or relay_config(container.settings),
+        registry=registry,
+    )
+
+
+def make_tenant_consumer(container: Container, **kwargs: Any) -> TenantConsumerWorker:
+    """The tenant-state consumer on the process's bus (Kafka, or the in-process bus), refreshing
+    the container's projection cache after each batch."""
+    consumer = make_consumer(
+        container.settings.kafka_bootstrap_servers,
+        container.bus,
+        TOPICS,
+        GROUP_ID,
+        client_id="scheduler-tenant-state",
+    )
+    return TenantConsumerWorker(
+        consumer,
+        container.uow_factory,
+        container.clock,
+        defaults=container.tenants.defaults,
+        cache=container.tenants,
+        **kwargs,
+    )
+
+
+def retention_policy(settings: SchedulerSettings) -> RetentionPolicy:
+    return RetentionPolicy(
+        run_retention=timedelta(days=settings.run_retention_days),
+        idempotency_ttl=timedelta(seconds=settings.idempotency_ttl_seconds),
+        processed_events_retention=timedelta(days=settings.processed_events_retention_days),
+        outbox_retention=timedelta(seconds=settings.outbox_retention_seconds),
+        batch_size=settings.retention_batch_size,
+    )
+
+
+def retention_worker(
+    uows: UnitOfWorkFactory,
+    policy: RetentionPolicy,
+    clock: Clock,
+    *,
+    interval_seconds: float = 300.0,
+    start_delay_seconds: float = FIRST_PASS_DELAY_SECONDS,
+    registry: CollectorRegistry | None = None,
+) -> RetentionWorker[RetainedTable]:
+    """servicekit's `RetentionWorker` running service_layer/retention.py's bounded pass every
+    `interval_seconds` (one per worker process; replicas are safe), counting what went in
+    `scheduler_retention_deleted_total{table}` (`table="outbox"`: sent outbox rows, which the
+    relay never deletes itself), failed passes in `scheduler_retention_failures_total` and the
+    last pass that completed in `scheduler_retention_last_success_timestamp_seconds`, on
+    `registry` (the runtime's: the /metrics the process serves)."""
+
+    async def one_pass(now: datetime) -> RetentionReport:
+        return await prune_once(uows, policy, now)
+
+    return RetentionWorker(
+        one_pass,
+        clock,
+        deleted=Counter(
+            "scheduler_retention_deleted",
+            "Rows deleted by retention, by table.",
+            ["table"],
+            registry=registry,
+        ),
+        failures=Counter(
+            "scheduler_retention_failures", "Retention passes that failed.", registry=registry
+        ),
+        last_success=Gauge(
+            "scheduler_retention_last_success_timestamp_seconds",
+            "Unix time of the last retention pass that completed.",
+            registry=registry,
+        ),
+        interval_seconds=interval_seconds,
+        start_delay_seconds=start_delay_seconds,
+        logger=logging.getLogger("scheduler.retention"),
+    )
+
+
+def make_retention_worker(
+    container: Container, *, registry: CollectorRegistry | None = None
+) -> RetentionWorker[RetainedTable]:
+    s = container.settings
+    return retention_worker(
+        container.uow_factory,
+        retention_policy(s),
+        container.clock,
+        interval_seconds=s.retention_interval_seconds,
+        registry=registry,
+    )

@@ -7,6 +7,6 @@ from notification.service_layer.dispatch import DeliveryDispatcher
 
 async def deliver_due(dispatcher: DeliveryDispatcher) -> int:
     """One claim, its attempts, their completions written. Returns how many were claimed."""
-    claimed, _ = await dispatcher.pump()
-    await dispatcher.drain()
+    claimed, _ = await dispatcher.pipeline.pump()
+    await dispatcher.pipeline.drain()
     return claimed

@@ -59,8 +59,8 @@ def smtp_server() -> Iterator[tuple[Inbox, int]]:
 
 async def send_due(sender: EmailSender) -> int:
     """One claim, its sends, their completions written. Returns how many were claimed."""
-    claimed, _ = await sender.pump()
-    await sender.drain()
+    claimed, _ = await sender.pipeline.pump()
+    await sender.pipeline.drain()
     return claimed
 
 

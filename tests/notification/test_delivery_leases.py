@@ -58,14 +58,14 @@ async def test_completion_after_lease_loss_is_dropped_not_written(
     sub = await one_due_delivery(h, receiver)
     first, second = h.app.container.dispatcher, another_dispatcher(h)
     receiver.delays = [1.0]  # the first attempt answers after the second one
-    assert (await first.pump())[0] == 1
+    assert (await first.pipeline.pump())[0] == 1
     await asyncio.wait_for(receiver.arrived.wait(), 10)
     h.clock.advance(seconds=h.settings.dispatch_lease_seconds + 1)  # its lease ran out
 
     assert await deliver_due(second) == 1  # the other replica redoes it and writes
-    await first.drain()  # the late result finds the lease taken over: dropped
+    await first.pipeline.drain()  # the late result finds the lease taken over: dropped
 
-    assert (first.dropped, second.dropped) == (1, 0)
+    assert (first.pipeline.dropped, second.pipeline.dropped) == (1, 0)
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "succeeded"
     assert row["attempt_count"] == 1
@@ -83,23 +83,23 @@ async def test_lease_is_extended_while_an_attempt_is_slow(
     first = another_dispatcher(h, real_clock, lease_seconds=lease, idle_poll_seconds=0.05)
     second = another_dispatcher(h, real_clock, lease_seconds=lease)
     receiver.delays = [3 * lease]  # outlives the lease three times over
-    running = asyncio.create_task(first.run())
+    running = asyncio.create_task(first.pipeline.run())
     try:
         await asyncio.wait_for(receiver.arrived.wait(), 10)
         taken = 0
         for _ in range(6):  # the lease would have expired ~3 times without renewal
             await asyncio.sleep(lease / 2)
-            taken += (await second.pump())[0]
+            taken += (await second.pipeline.pump())[0]
     finally:
-        await first.stop(grace_seconds=10)
+        await first.pipeline.stop(grace_seconds=10)
         await running
-        await second.stop(grace_seconds=10)
+        await second.pipeline.stop(grace_seconds=10)
     assert taken == 0
     assert len(receiver.requests) == 1
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "succeeded"
     assert [a["number"] for a in row["attempts"]] == [1]
-    assert first.dropped == 0
+    assert first.pipeline.dropped == 0
 
 
 async def test_stop_releases_the_attempts_that_outlive_the_grace(
@@ -109,11 +109,11 @@ async def test_stop_releases_the_attempts_that_outlive_the_grace(
     sub = await one_due_delivery(h, receiver)
     first, second = h.app.container.dispatcher, another_dispatcher(h)
     receiver.delays = [2.0]
-    running = asyncio.create_task(first.run())
+    running = asyncio.create_task(first.pipeline.run())
     await asyncio.wait_for(receiver.arrived.wait(), 10)
-    await first.stop(grace_seconds=0.1)
+    await first.pipeline.stop(grace_seconds=0.1)
     await running
-    assert first.held == 0
+    assert first.pipeline.held == 0
     # Released, not left to its lease: due again at once (the clock has not moved).
     assert await deliver_due(second) == 1
     [row] = await deliveries(h, sub["id"])

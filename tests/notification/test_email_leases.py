@@ -84,15 +84,15 @@ async def test_completion_after_lease_loss_is_dropped_not_written(
     # The first send is slow and then refused; by then its lease has run out.
     inbox.delays = [1.0]
     inbox.replies = ["451 4.3.0 try again later"]
-    assert (await first.pump())[0] == 1
+    assert (await first.pipeline.pump())[0] == 1
     await wait_arrived(inbox)
     h.clock.advance(seconds=first.settings.lease_seconds + 1)
 
     assert await send_due(second) == 1  # the other replica takes it over and sends it
-    await first.drain()  # the late refusal finds the lease taken over: dropped
+    await first.pipeline.drain()  # the late refusal finds the lease taken over: dropped
 
-    assert (first.dropped, second.dropped) == (1, 0)
-    assert (first.written, second.written) == (0, 1)
+    assert (first.pipeline.dropped, second.pipeline.dropped) == (1, 0)
+    assert (first.pipeline.written, second.pipeline.written) == (0, 1)
     [row] = await email_rows(h.app.container.engine)
     assert row["status"] == "sent"
     assert row["attempt_count"] == 1
@@ -111,22 +111,22 @@ async def test_lease_is_extended_while_a_send_is_slow(
     first = another_sender(h, real_clock, lease_seconds=lease, idle_poll_seconds=0.05)
     second = another_sender(h, real_clock, lease_seconds=lease)
     inbox.delays = [3 * lease]  # the relay holds its answer for three leases
-    running = asyncio.create_task(first.run())
+    running = asyncio.create_task(first.pipeline.run())
     try:
         await wait_arrived(inbox)
         taken = 0
         for _ in range(6):  # the lease would have expired ~3 times without renewal
             await asyncio.sleep(lease / 2)
-            taken += (await second.pump())[0]
+            taken += (await second.pipeline.pump())[0]
     finally:
-        await first.stop(grace_seconds=10)
+        await first.pipeline.stop(grace_seconds=10)
         await running
-        await second.stop(grace_seconds=10)
+        await second.pipeline.stop(grace_seconds=10)
     assert taken == 0
     assert len(inbox.messages) == 1
     [row] = await email_rows(h.app.container.engine)
     assert (row["status"], row["attempt_count"]) == ("sent", 1)
-    assert (first.written, first.dropped) == (1, 0)
+    assert (first.pipeline.written, first.pipeline.dropped) == (1, 0)
 
 
 async def test_stop_releases_the_sends_that_outlive_the_grace(
@@ -137,11 +137,11 @@ async def test_stop_releases_the_sends_that_outlive_the_grace(
     await one_due_email(h)
     first, second = h.app.container.emails, another_sender(h)
     inbox.delays = [2.0]
-    running = asyncio.create_task(first.run())
+    running = asyncio.create_task(first.pipeline.run())
     await wait_arrived(inbox)
-    await first.stop(grace_seconds=0.1)
+    await first.pipeline.stop(grace_seconds=0.1)
     await running
-    assert first.held == 0
+    assert first.pipeline.held == 0
     # Released, not left to its lease: due again at once (the clock has not moved).
     assert await send_due(second) == 1
     [row] = await email_rows(h.app.container.engine)
@@ -179,7 +179,7 @@ async def test_two_senders_send_each_email_once(
                 )
                 for engine in engines
             ]
-            tasks = [asyncio.create_task(s.run()) for s in senders]
+            tasks = [asyncio.create_task(s.pipeline.run()) for s in senders]
             try:
                 deadline = time.monotonic() + 60
                 while any(r["status"] == "pending" for r in await email_rows(setup)):
@@ -187,7 +187,7 @@ async def test_two_senders_send_each_email_once(
                     await asyncio.sleep(0.1)
             finally:
                 for s in senders:
-                    await s.stop(grace_seconds=10)
+                    await s.pipeline.stop(grace_seconds=10)
                 await asyncio.gather(*tasks)
             rows = await email_rows(setup)
         finally:
@@ -197,8 +197,8 @@ async def test_two_senders_send_each_email_once(
     assert sorted(set(subjects)) == sorted(f"alert {i}" for i in range(count))  # none lost
     assert set(inbox.message_ids()) == {f"<eml_{i:03d}@example.com>" for i in range(count)}
     assert {r["status"] for r in rows} == {"sent"}
-    assert sum(s.written for s in senders) == count  # one completion written per email
+    assert sum(s.pipeline.written for s in senders) == count  # one completion written per email
     # A stalled loop on a loaded machine may still lose a lease: then, and only then, an email
     # goes out twice (at-least-once), and the loser's completion is dropped, never written.
-    assert len(subjects) - count == sum(s.dropped for s in senders)
-    assert all(s.written > 0 for s in senders)  # both took part
+    assert len(subjects) - count == sum(s.pipeline.dropped for s in senders)
+    assert all(s.pipeline.written > 0 for s in senders)  # both took part

@@ -167,6 +167,6 @@ async def test_a_failing_alert_leaves_the_written_attempts_alone(
 
     dispatcher.on_endpoint_disabled = alert_path_down
     await deliver_one(h)  # the third failure in 6 days: disabled; its alert fails
-    assert (dispatcher.written, dispatcher.dropped) == (3, 0)
+    assert (dispatcher.pipeline.written, dispatcher.pipeline.dropped) == (3, 0)
     state = await sub_state(h, sub["id"])
     assert (state["enabled"], state["disabled_reason"]) == (False, "endpoint_failing")

@@ -22,9 +22,8 @@ import webhookdeliver as wd
 from eventbus import Record, decode
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.bootstrap import Container
+from scheduler.bootstrap import Container, make_relay
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
-from scheduler.entrypoints.workers.relay import make_relay
 from scheduler.service_layer.planning_service import plan_due
 from scheduler.service_layer.runs import trigger_run
 from tests.observability.clickhouse import QUEUE_DDL, Analytics, sql_of

@@ -16,7 +16,6 @@ from servicekit.runtime.pipeline import (
     MIN_IDLE_SECONDS,
     Lease,
     LeasedPipeline,
-    LeasedWorker,
     PipelineSettings,
     Released,
     random_owner,
@@ -83,27 +82,25 @@ class FakeStore:
         return [
             Lease.decided(i.id, i, Done(i.id, owner, "skipped"))
             if i.skip
-            else Lease.attempt(i.id, i, i.key, self._attempt(i, owner))
+            else Lease.attempt(i.id, i, i.key)
             for i in taken
         ]
 
-    def _attempt(self, item: Item, owner: str):  # type: ignore[no-untyped-def]
-        async def attempt() -> Done:
-            self.in_flight[item.key] = self.in_flight.get(item.key, 0) + 1
-            self.peak[item.key] = max(self.peak.get(item.key, 0), self.in_flight[item.key])
-            self.peak_total = max(self.peak_total, sum(self.in_flight.values()))
-            try:
-                if self.gate is not None:
-                    await self.gate.wait()
-                else:
-                    await asyncio.sleep(0)
-                if item.fail:
-                    raise RuntimeError("bug")
-                return Done(item.id, owner, "ok")
-            finally:
-                self.in_flight[item.key] -= 1
-
-        return attempt
+    async def attempt(self, item: Item, owner: str) -> Done:
+        """The pipeline's attempt function (the store's test double plays both parts)."""
+        self.in_flight[item.key] = self.in_flight.get(item.key, 0) + 1
+        self.peak[item.key] = max(self.peak.get(item.key, 0), self.in_flight[item.key])
+        self.peak_total = max(self.peak_total, sum(self.in_flight.values()))
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            else:
+                await asyncio.sleep(0)
+            if item.fail:
+                raise RuntimeError("bug")
+            return Done(item.id, owner, "ok")
+        finally:
+            self.in_flight[item.key] -= 1
 
     async def write(self, completions: Sequence[Done]) -> set[str]:
         if self.write_errors:
@@ -133,6 +130,7 @@ def make(
     owners = iter(range(1, 1_000))
     pipeline: LeasedPipeline[Item, Done] = LeasedPipeline(
         store,
+        store.attempt,
         store.clock,
         settings=PipelineSettings(**settings),  # type: ignore[arg-type]
         new_owner=lambda now: f"w:{next(owners)}",
@@ -178,11 +176,9 @@ def test_held_limit_and_refill_room() -> None:
         PipelineSettings(lease_seconds=0)
 
 
-def test_a_lease_has_either_an_attempt_or_a_completion() -> None:
-    with pytest.raises(ValueError, match="exactly one"):
-        Lease[str, str]("x", "x")
-    with pytest.raises(ValueError, match="exactly one"):
-        Lease[str, str]("x", "x", perform=lambda: asyncio.sleep(0, "c"), done="c")
+def test_a_lease_is_attempted_unless_its_completion_was_decided() -> None:
+    assert Lease[str, str].attempt("x", "x", "k").done is None
+    assert Lease[str, str].decided("x", "x", "c").done == "c"
 
 
 # ---- step by step -----------------------------------------------------------------------------
@@ -530,13 +526,12 @@ async def test_the_writer_retries_an_outage_with_backoff_and_keeps_the_batch() -
     assert not store.write_errors
 
 
-class SendingWorker(LeasedWorker[Item, Done | Released]):
-    """A service worker that is its pipeline's store (as both dispatchers are)."""
+class ReleasingStore:
+    """A store whose release hands `Released` to its write (as notification's are)."""
 
     def __init__(self, fake: FakeStore) -> None:
         self.fake = fake
         self.released: list[Released] = []
-        self.pipeline = LeasedPipeline(self, fake.clock, new_owner=random_owner("wrk_test"))
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -557,20 +552,23 @@ class SendingWorker(LeasedWorker[Item, Done | Released]):
         return None
 
 
-async def test_a_leased_worker_has_the_pipelines_controls_and_counters() -> None:
+async def test_a_worker_owns_its_pipeline_with_a_store_and_an_attempt() -> None:
     clock = Clock()
     gate = asyncio.Event()
     fake = FakeStore(clock, due=items(3), lost_ids={"i001"})
-    worker = SendingWorker(fake)
-    assert await worker.pump() == (3, 100)
-    await worker.drain()
-    assert (worker.held, worker.written, worker.dropped) == (0, 2, 1)
+    store = ReleasingStore(fake)
+    pipeline: LeasedPipeline[Item, Done | Released] = LeasedPipeline(
+        store, fake.attempt, clock, new_owner=random_owner("wrk_test")
+    )
+    assert await pipeline.pump() == (3, 100)
+    await pipeline.drain()
+    assert (pipeline.held, pipeline.written, pipeline.dropped) == (0, 2, 1)
     fake.gate = gate
     fake.due = [Item("stuck")]
-    task = asyncio.create_task(worker.run())
+    task = asyncio.create_task(pipeline.run())
     await until(lambda: fake.in_flight.get("a:80") == 1, "the stuck attempt")
-    await worker.stop(grace_seconds=0.01)
+    await pipeline.stop(grace_seconds=0.01)
     await asyncio.wait_for(task, 1.0)
-    [released] = worker.released
+    [released] = store.released
     assert released.id == "stuck"
     assert released.owner.startswith("wrk_test:")

@@ -29,11 +29,11 @@
   `grace` seconds, cancel the rest and hand them to `store.release` (due again, no attempt
   counted), and flush the writer.
 
-The loops are `servicekit.runtime.worker.WorkerLoop`s (idle waits, wake-ups, backoff on outages).
-The
-pipeline does no I/O of its own and knows nothing of what an item is: the service supplies a
-`LeaseStore` (its queries, its attempt, its completion type). Tests drive it step by step with
-`pump()`, `drain()`, `write_once()` and `extend_leases_once()` and an injected clock.
+The loops are `servicekit.runtime.worker.WorkerLoop`s (idle waits, wake-ups, backoff on
+outages). The pipeline does no I/O of its own and knows nothing of what an item is: a service's
+worker owns one and hands it a `LeaseStore` (its queries and its completion type) and an
+`Attempt` function (its work on one item). Tests drive it step by step with `pump()`, `drain()`,
+`write_once()` and `extend_leases_once()` and an injected clock.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from servicekit.runtime.worker import Step, WorkerLoop
 
 __all__ = [
     "MIN_IDLE_SECONDS",
+    "Attempt",
     "Lease",
     "LeaseStore",
     "LeasedPipeline",
-    "LeasedWorker",
     "PipelineSettings",
     "Released",
     "random_owner",
@@ -113,28 +113,27 @@ class PipelineSettings:
 
 @dataclass(frozen=True, slots=True)
 class Lease(Generic[T, C]):
-    """One item the store leased to an owner: either `perform` (the attempt, run inside a slot
-    of `key`, producing the completion to write) or `done` (a completion already decided)."""
+    """One item the store leased to an owner: to be attempted (`done` None: the pipeline's
+    attempt function runs on it inside a slot of `key`) or with a completion already decided."""
 
     id: str
     item: T
     key: str = ""
-    perform: Callable[[], Awaitable[C]] | None = None
     done: C | None = None
 
-    def __post_init__(self) -> None:
-        if (self.perform is None) == (self.done is None):
-            raise ValueError("a lease has exactly one of perform and done")
-
     @classmethod
-    def attempt(
-        cls, id: str, item: T, key: str, perform: Callable[[], Awaitable[C]]
-    ) -> Lease[T, C]:
-        return cls(id, item, key, perform=perform)
+    def attempt(cls, id: str, item: T, key: str) -> Lease[T, C]:
+        return cls(id, item, key)
 
     @classmethod
     def decided(cls, id: str, item: T, done: C) -> Lease[T, C]:
         return cls(id, item, done=done)
+
+
+Attempt = Callable[[T, str], Awaitable[C]]
+"""A service's work on one leased item: `attempt(item, owner)` -> the completion to write. A
+failed attempt is a completion too; raising means a bug (the item is let go, its lease expires
+and it is redone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,8 @@ class Released:
 
 
 class LeaseStore(Protocol[T, C]):
-    """What a service supplies: its queries (in the acquire/release/extend family) and its work."""
+    """What a service supplies besides its attempt: its queries (acquire, write, extend,
+    release, the next due time)."""
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -199,9 +199,13 @@ def random_owner(prefix: str) -> Callable[[datetime], str]:
 
 
 class LeasedPipeline(Generic[T, C]):
+    """The pipeline of one worker: `run()` and `stop()` for the runtime, `wake()` for producers,
+    `pump()`, `drain()`, `write_once()` and `extend_leases_once()` for tests."""
+
     def __init__(
         self,
         store: LeaseStore[T, C],
+        attempt: Attempt[T, C],
         clock: Clock,
         *,
         settings: PipelineSettings | None = None,
@@ -214,6 +218,7 @@ class LeasedPipeline(Generic[T, C]):
         """`new_owner(now)`: the owner token of one claim (unique per claim and per worker).
         `on_written(written, lost)`: called after each write (metrics)."""
         self.store = store
+        self.attempt = attempt
         self.clock = clock
         self.settings = settings or PipelineSettings()
         self.new_owner = new_owner or random_owner(f"wrk_{uuid.uuid4().hex[:16]}")
@@ -290,8 +295,8 @@ class LeasedPipeline(Generic[T, C]):
                     self._queue.put_nowait(_Done(lease.id, owner, released))
             elif lease.done is not None:
                 self._queue.put_nowait(_Done(lease.id, owner, lease.done))
-            elif lease.perform is not None:
-                held.task = asyncio.create_task(self._attempt(lease, lease.perform, owner))
+            else:
+                held.task = asyncio.create_task(self._attempt(lease, owner))
                 # A done callback runs however the task ends, even cancelled before it started.
                 self._attempting += 1
                 held.task.add_done_callback(self._attempt_ended)
@@ -330,9 +335,7 @@ class LeasedPipeline(Generic[T, C]):
 
     # ---- one attempt ---------------------------------------------------------------------
 
-    async def _attempt(
-        self, lease: Lease[T, C], perform: Callable[[], Awaitable[C]], owner: str
-    ) -> None:
+    async def _attempt(self, lease: Lease[T, C], owner: str) -> None:
         key = lease.key
         key_slot = self._key_slots.get(key)
         if key_slot is None:
@@ -340,7 +343,7 @@ class LeasedPipeline(Generic[T, C]):
         self._key_users[key] = self._key_users.get(key, 0) + 1
         try:
             async with key_slot, self._slots:
-                completion = await perform()
+                completion = await self.attempt(lease.item, owner)
         except Exception:
             # A bug, not a failed attempt (the store's attempt turns those into completions):
             # let the item go; its lease is no longer extended, so it is redone once it expires.
@@ -549,55 +552,3 @@ class LeasedPipeline(Generic[T, C]):
         await asyncio.gather(*self._side_tasks, return_exceptions=True)
         self._side_tasks = []
         self._writer_task = None
-
-
-class LeasedWorker(Generic[T, C]):
-    """A service's worker that is the store of its own pipeline: the subclass implements the
-    `LeaseStore` methods and sets `self.pipeline = LeasedPipeline(self, ...)`; this base gives
-    it the pipeline's controls. The runtime runs it (`run`, `stop`, `wake`); tests drive it step
-    by step (`pump`, `drain`, `write_once`, `extend_leases_once`)."""
-
-    pipeline: LeasedPipeline[T, C]
-
-    @property
-    def held(self) -> int:
-        """Items leased and not yet written."""
-        return self.pipeline.held
-
-    @property
-    def written(self) -> int:
-        """Completions written (since start)."""
-        return self.pipeline.written
-
-    @property
-    def dropped(self) -> int:
-        """Completions dropped because their lease had been taken over (since start)."""
-        return self.pipeline.dropped
-
-    def wake(self) -> None:
-        """New work may be due: end the claim loop's idle wait."""
-        self.pipeline.wake()
-
-    async def pump(self) -> tuple[int, int]:
-        """Claim once and start the attempts. Returns (claimed, asked)."""
-        return await self.pipeline.pump()
-
-    async def drain(self) -> None:
-        """Wait for every started attempt and write every result."""
-        await self.pipeline.drain()
-
-    async def write_once(self) -> int:
-        """Write the completions queued now (one store call). Returns how many."""
-        return await self.pipeline.write_once()
-
-    async def extend_leases_once(self) -> int:
-        return await self.pipeline.extend_leases_once()
-
-    async def run(self) -> None:
-        """Loop until `stop()` or cancellation (which writes nothing more: the leases of what
-        was held expire and those items are claimed again)."""
-        await self.pipeline.run()
-
-    async def stop(self, grace_seconds: float = 10.0) -> None:
-        """Stop claiming; finish in-flight attempts within the grace; release the rest."""
-        await self.pipeline.stop(grace_seconds)

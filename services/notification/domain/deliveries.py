@@ -17,7 +17,7 @@ the tenant is alerted (in-app and email). Any success clears the streak. Re-enab
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -103,3 +103,46 @@ def streak_changes(attempts: Iterable[tuple[str, bool, datetime]]) -> list[Strea
                 sub_id, c.failures + 1, c.first_failure_at or started_at, c.restarts
             )
     return list(changes.values())
+
+
+NextDelay = Callable[[int, float, float | None], float | None]
+"""The backoff: `(attempt number in the round, seconds since the round began, Retry-After)` ->
+seconds until the next attempt, or None when the round's attempts are spent."""
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """The state one attempt leaves a delivery in."""
+
+    status: DeliveryStatus
+    """SUCCEEDED, RETRYING or DEAD."""
+    next_attempt_at: datetime | None
+    """When RETRYING: the next attempt's time."""
+    round_started_at: datetime
+    """The retry round's start (kept; the attempt's start for the round's first attempt)."""
+
+
+def delivery_outcome(
+    *,
+    ok: bool,
+    retryable: bool,
+    retry_after_seconds: float | None,
+    round_attempts: int,
+    round_started_at: datetime | None,
+    started_at: datetime,
+    now: datetime,
+    next_delay: NextDelay,
+) -> DeliveryOutcome:
+    """Decide what one attempt leads to: a 2xx succeeded; a retryable failure retrying at the
+    backoff's delay while the round (`round_attempts` before this one, begun at
+    `round_started_at`) has attempts and time left; anything else dead (the dead letter)."""
+    round_started = round_started_at or started_at
+    if ok:
+        return DeliveryOutcome(DeliveryStatus.SUCCEEDED, None, round_started)
+    delay = None
+    if retryable:
+        elapsed = (now - round_started).total_seconds()
+        delay = next_delay(round_attempts + 1, elapsed, retry_after_seconds)
+    if delay is None:
+        return DeliveryOutcome(DeliveryStatus.DEAD, None, round_started)
+    return DeliveryOutcome(DeliveryStatus.RETRYING, now + timedelta(seconds=delay), round_started)

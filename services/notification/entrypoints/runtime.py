@@ -116,8 +116,8 @@ class NotificationApp:
             )
         workers.add_loop(self.retention.loop)
         # Stop claiming, finish or release what is in flight, write what finished.
-        workers.add("dispatcher", c.dispatcher.run, drain=c.dispatcher.stop)
-        workers.add("email sender", c.emails.run, drain=c.emails.stop)
+        workers.add("dispatcher", c.dispatcher.pipeline.run, drain=c.dispatcher.pipeline.stop)
+        workers.add("email sender", c.emails.pipeline.run, drain=c.emails.pipeline.stop)
         self._workers = workers
         self._workers_task = asyncio.create_task(workers.run(), name="workers")
 

@@ -2,21 +2,21 @@
 attempt with the retry or dead letter it leads to, and keep each endpoint's health streak.
 
 The mechanism is the one both services share, `servicekit.runtime.pipeline.LeasedPipeline` (a
-continuous
-claim loop under owner-token leases, per-endpoint slots inside a global cap, a batched
+continuous claim loop under owner-token leases, per-endpoint slots inside a global cap, a batched
 compare-and-set writer, lease renewal while attempts run, graceful stop; read its docstring).
-`DeliveryDispatcher` is that pipeline's store and supplies what is notification's:
+`DeliveryDispatcher` owns that pipeline and hands it what is notification's:
 
-- acquire: `DeliveryStore.acquire_due_deliveries`, each delivery's attempt keyed by its
-  endpoint (`endpoint_key`: host:port), its subscription's signing secrets decrypted once
-  (`SubscriptionService` remembers them per ciphertext, bounded).
-- the attempt: one signed POST (`DeliveryClient.deliver`), its result turned into the attempt
-  record and the state it leads to (succeeded, retrying at the backoff's delay, or dead).
-- write: `complete_deliveries` (a completion whose delivery is no longer leased to its owner,
-  because the lease expired and another claim took it or a replay reset it, is dropped and
-  counted; the new holder's attempt stands: at-least-once, a stable X-Webhook-Id), then the
-  health rule: an endpoint failing continuously is disabled and its tenant alerted.
-- release at stop: `release_deliveries` (due again at once, no attempt counted).
+- the store, `DeliveryLeases`. Acquire: `DeliveryStore.acquire_due_deliveries`, each delivery's
+  attempt keyed by its endpoint (`endpoint_key`: host:port), its subscription's signing secrets
+  decrypted once (`SubscriptionService` remembers them per ciphertext, bounded). Write:
+  `complete_deliveries` (a completion whose delivery is no longer leased to its owner, because
+  the lease expired and another claim took it or a replay reset it, is dropped and counted; the
+  new holder's attempt stands: at-least-once, a stable X-Webhook-Id), then the health rule: an
+  endpoint failing continuously is disabled and its tenant alerted. Release at stop:
+  `release_deliveries` (due again at once, no attempt counted).
+- the attempt, `DeliveryDispatcher.attempt`: one signed POST (`DeliveryClient.deliver`), its
+  result turned into the attempt record and the state it leads to (succeeded, retrying at the
+  backoff's delay, or dead: `notification.domain.deliveries.delivery_outcome`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
-from notification.domain.deliveries import DeliveryStatus, EndpointHealth, EndpointHealthPolicy
+from notification.domain.deliveries import EndpointHealth, EndpointHealthPolicy, delivery_outcome
 from notification.service_layer.ports import (
     ClaimedDelivery,
     Clock,
@@ -43,7 +43,6 @@ from notification.service_layer.subscriptions import SubscriptionService
 from servicekit.runtime.pipeline import (
     Lease,
     LeasedPipeline,
-    LeasedWorker,
     PipelineSettings,
     Released,
     random_owner,
@@ -92,7 +91,6 @@ class DispatchSettings(PipelineSettings):
 
 
 Written = DeliveryCompletion | Released
-DeliveryLease = Lease[ClaimedDelivery, Written]
 
 
 def _count_dropped(written: int, dropped: int) -> None:
@@ -111,48 +109,35 @@ def _count_attempt(outcome: str) -> None:
     child.inc()
 
 
-class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
-    """The deliveries' `LeasedPipeline`, whose store is this dispatcher (`acquire`, `write`,
-    `extend`, `release`, `next_due_at`); `LeasedWorker` gives it the pipeline's controls (`run`,
-    `stop`, and `pump`, `drain`, `write_once`, `extend_leases_once` for tests)."""
+@dataclass(frozen=True, slots=True)
+class DueDelivery:
+    """A claimed delivery with its subscription's signing secrets (decrypted once per claim)."""
+
+    claimed: ClaimedDelivery
+    secrets: list[str]
+
+
+DeliveryLease = Lease[DueDelivery, Written]
+
+
+class DeliveryLeases:
+    """The deliveries' `LeaseStore` (servicekit.runtime.pipeline): the claim, the write and its
+    health rule, lease extension and release."""
 
     def __init__(
         self,
         store: DeliveryStore,
-        client: DeliveryClient,
         subscriptions: SubscriptionService,
-        backoff: BackoffPolicy,
         health_policy: EndpointHealthPolicy,
         clock: Clock,
         *,
         on_endpoint_disabled: EndpointDisabled,
-        settings: DispatchSettings | None = None,
-        worker_id: str | None = None,
-        rng: random.Random | None = None,
     ) -> None:
         self.store = store
-        self.client = client
         self.subscriptions = subscriptions
-        self.backoff = backoff
         self.health_policy = health_policy
         self.clock = clock
         self.on_endpoint_disabled = on_endpoint_disabled
-        self.settings = settings or DispatchSettings()
-        self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
-        self.rng = rng or random.Random()
-        self.pipeline: LeasedPipeline[ClaimedDelivery, Written] = LeasedPipeline(
-            self,
-            clock,
-            settings=self.settings,
-            new_owner=random_owner(self.worker_id),
-            name="delivery dispatcher",
-            outage="database unavailable",
-            logger=log,
-            on_written=_count_dropped,
-        )
-
-    # ---- the pipeline's store (servicekit.runtime.pipeline.LeaseStore)
-    # -------------------------------
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -165,67 +150,8 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
             sub_secrets = secrets.get(sub.id)
             if sub_secrets is None:
                 sub_secrets = secrets[sub.id] = self.subscriptions.signing_secrets(sub, now)
-            attempt = self._attempt_of(c, owner, sub_secrets)
-            leases.append(Lease.attempt(c.id, c, endpoint_key(sub.url), attempt))
+            leases.append(Lease.attempt(c.id, DueDelivery(c, sub_secrets), endpoint_key(sub.url)))
         return leases
-
-    def _attempt_of(
-        self, claimed: ClaimedDelivery, owner: str, secrets: list[str]
-    ) -> Callable[[], Awaitable[Written]]:
-        async def attempt() -> Written:
-            result = await self.client.deliver(
-                Delivery(
-                    url=claimed.subscription.url,
-                    body=claimed.body,
-                    secrets=secrets,
-                    webhook_id=claimed.id,
-                    event_type=claimed.event_type,
-                    attempt=claimed.attempt_count + 1,
-                    timeout_seconds=self.settings.timeout_seconds,
-                )
-            )
-            completion = self._completion(claimed, owner, result)
-            _count_attempt(completion.status)
-            ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
-            return completion
-
-        return attempt
-
-    def _completion(
-        self, claimed: ClaimedDelivery, owner: str, result: DeliveryResult
-    ) -> DeliveryCompletion:
-        round_started = claimed.round_started_at or result.started_at
-        next_at = None
-        error = None
-        if result.ok:
-            status = DeliveryStatus.SUCCEEDED
-        else:
-            error = bound_error_message(f"{result.error_kind}: {result.error_message}")
-            delay = None
-            now = self.clock()
-            if result.retryable:
-                delay = self.backoff.next_delay(
-                    claimed.round_attempts + 1,
-                    (now - round_started).total_seconds(),
-                    retry_after=result.retry_after_seconds,
-                    rng=self.rng,
-                )
-            if delay is None:
-                status = DeliveryStatus.DEAD
-            else:
-                status = DeliveryStatus.RETRYING
-                next_at = now + timedelta(seconds=delay)
-        return DeliveryCompletion(
-            delivery_id=claimed.id,
-            subscription_id=claimed.subscription.id,
-            owner=owner,
-            attempt=AttemptRecord.of(claimed.attempt_count + 1, result),
-            ok=result.ok,
-            status=status.value,
-            next_attempt_at=next_at,
-            round_started_at=round_started,
-            last_error=error,
-        )
 
     async def write(self, batch: Sequence[Written]) -> set[str]:
         """Write the releases, then the completions (compare-and-set on their leases), then the
@@ -271,3 +197,98 @@ class DeliveryDispatcher(LeasedWorker[ClaimedDelivery, Written]):
 
     async def next_due_at(self) -> datetime | None:
         return None  # not probed: the claim loop polls every `idle_poll_seconds`
+
+
+class DeliveryDispatcher:
+    """The deliveries' worker: owns the `LeasedPipeline` (`pipeline`: `run`, `stop`, and the
+    step-by-step controls for tests), hands it its store, `DeliveryLeases` (`leases`), and
+    `attempt`."""
+
+    def __init__(
+        self,
+        store: DeliveryStore,
+        client: DeliveryClient,
+        subscriptions: SubscriptionService,
+        backoff: BackoffPolicy,
+        health_policy: EndpointHealthPolicy,
+        clock: Clock,
+        *,
+        on_endpoint_disabled: EndpointDisabled,
+        settings: DispatchSettings | None = None,
+        worker_id: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.subscriptions = subscriptions
+        self.backoff = backoff
+        self.health_policy = health_policy
+        self.clock = clock
+        self.on_endpoint_disabled = on_endpoint_disabled
+        self.settings = settings or DispatchSettings()
+        self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
+        self.rng = rng or random.Random()
+        self.leases = DeliveryLeases(
+            store, subscriptions, health_policy, clock, on_endpoint_disabled=on_endpoint_disabled
+        )
+        self.pipeline: LeasedPipeline[DueDelivery, Written] = LeasedPipeline(
+            self.leases,
+            self.attempt,
+            clock,
+            settings=self.settings,
+            new_owner=random_owner(self.worker_id),
+            name="delivery dispatcher",
+            outage="database unavailable",
+            logger=log,
+            on_written=_count_dropped,
+        )
+
+    async def attempt(self, due: DueDelivery, owner: str) -> Written:
+        """One signed POST, and the state its result leads to."""
+        claimed = due.claimed
+        result = await self.client.deliver(
+            Delivery(
+                url=claimed.subscription.url,
+                body=claimed.body,
+                secrets=due.secrets,
+                webhook_id=claimed.id,
+                event_type=claimed.event_type,
+                attempt=claimed.attempt_count + 1,
+                timeout_seconds=self.settings.timeout_seconds,
+            )
+        )
+        completion = self._completion(claimed, owner, result)
+        _count_attempt(completion.status)
+        ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
+        return completion
+
+    def _completion(
+        self, claimed: ClaimedDelivery, owner: str, result: DeliveryResult
+    ) -> DeliveryCompletion:
+        outcome = delivery_outcome(
+            ok=result.ok,
+            retryable=result.retryable,
+            retry_after_seconds=result.retry_after_seconds,
+            round_attempts=claimed.round_attempts,
+            round_started_at=claimed.round_started_at,
+            started_at=result.started_at,
+            now=self.clock(),
+            next_delay=self._next_delay,
+        )
+        error = None
+        if not result.ok:
+            error = bound_error_message(f"{result.error_kind}: {result.error_message}")
+        return DeliveryCompletion(
+            delivery_id=claimed.id,
+            subscription_id=claimed.subscription.id,
+            owner=owner,
+            attempt=AttemptRecord.of(claimed.attempt_count + 1, result),
+            ok=result.ok,
+            status=outcome.status.value,
+            next_attempt_at=outcome.next_attempt_at,
+            round_started_at=outcome.round_started_at,
+            last_error=error,
+        )
+
+    def _next_delay(self, attempt: int, elapsed: float, retry_after: float | None) -> float | None:
+        return self.backoff.next_delay(attempt, elapsed, retry_after=retry_after, rng=self.rng)

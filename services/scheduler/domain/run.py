@@ -159,8 +159,8 @@ class AttemptOutcome:
 
 
 LOST_ATTEMPT_KIND = "worker_lost"
-DEFAULT_MAX_LEASE_EXPIRIES = 5
 """The error kind of an attempt whose worker was lost before it recorded the outcome."""
+DEFAULT_MAX_LEASE_EXPIRIES = 5
 LOST_ATTEMPT_MESSAGE = (
     "the worker making this attempt stopped renewing its lease (it crashed or lost the "
     "database); whether the request reached the target is unknown"
@@ -179,6 +179,20 @@ class Attempt:
     error_kind: str | None
     error_message: str | None
     response_excerpt: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFacts:
+    """What a run's terminal event says that is not in its row, read by the claim that took it
+    (domain/claiming.py): its webhook's `host:port` and the time its earlier attempts took."""
+
+    endpoint: str | None = None
+    """`host:port` a webhook run delivers to (None for event actions)."""
+    earlier_delivery_ms: int = 0
+    """The stored attempts' durations summed (a retried run's earlier attempts)."""
+
+
+NO_FACTS = ClaimFacts()
 
 
 @dataclass(eq=False)
@@ -207,18 +221,6 @@ class Run:
     (DESIGN.md §7a); None (rows from before jitter) means scheduled_for."""
     backfill_id: str | None = None
     """The backfill request a backfill run belongs to (its uniqueness with the occurrence)."""
-    delivery_ms: int = 0
-    """Time spent in this run's attempts, summed. Not a column: the dispatcher loads the earlier
-    attempts' total of a retried run (`RunRepository.delivery_ms_of`) when it claims it."""
-    endpoint: str | None = None
-    """`host:port` a webhook run delivers to, for its terminal event (set by the dispatcher
-    from the schedule's target when it claims the run; not a column)."""
-    wakes_waiting: bool = False
-    """Set by the dispatcher on an attempted run of a buffer_one schedule (not a column): when
-    it finishes, the schedule's waiting run becomes due at once."""
-    lease_expiries: int = 0
-    """How often this run's lease expired under a worker (its lost attempts); set by the claim
-    that takes it over (not a column). At the dispatcher's maximum it fails (`fail_lost`)."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
 
@@ -330,13 +332,15 @@ class Run:
         outcome: AttemptOutcome,
         now: datetime,
         next_delay_seconds: float | None,
+        facts: ClaimFacts = NO_FACTS,
     ) -> Attempt:
         """Record one attempt made under `owner`'s lease and move the run:
         ok -> succeeded; not ok and retryable with a delay -> retrying at `now + delay`;
         otherwise (not retryable, or `next_delay_seconds` None = backoff exhausted) -> failed.
 
         The caller computes the delay from the schedule's retry policy (attempt count, elapsed
-        time since scheduled_for, Retry-After) and passes None when exhausted.
+        time since scheduled_for, Retry-After) and passes None when exhausted; `facts` are its
+        claim's, for the terminal event.
         """
         _aware("now", now)
         self._require_lease(owner)
@@ -354,11 +358,11 @@ class Run:
             response_excerpt=outcome.response_excerpt,
         )
         self.new_attempts.append(attempt)
-        self.delivery_ms += outcome.duration_ms
         self._drop_lease()
         if outcome.ok:
             self._finish(RunStatus.SUCCEEDED, now)
-            self._record_event(RUN_SUCCEEDED, now, {"status_code": outcome.status_code})
+            code = {"status_code": outcome.status_code}
+            self._record_event(RUN_SUCCEEDED, now, code, facts, outcome.duration_ms)
         elif outcome.retryable and next_delay_seconds is not None:
             self.status = RunStatus.RETRYING
             self.next_attempt_at = now + timedelta(seconds=next_delay_seconds)
@@ -369,28 +373,45 @@ class Run:
                 "message": outcome.error_message,
                 "status_code": outcome.status_code,
             }
-            self._record_event(RUN_FAILED, now, {"last_error": last_error})
+            error = {"last_error": last_error}
+            self._record_event(RUN_FAILED, now, error, facts, outcome.duration_ms)
         return attempt
 
-    def fail_lost(self, owner: str, now: datetime, *, max_attempts: int | None = None) -> None:
+    def fail_lost(
+        self,
+        owner: str,
+        now: datetime,
+        *,
+        lease_expiries: int = 0,
+        max_attempts: int | None = None,
+        facts: ClaimFacts = NO_FACTS,
+    ) -> None:
         """Give up on a run taken over from a lost worker, without another attempt (DESIGN.md
         §6): its lease expired too often (a run that takes its worker down must not take down
-        every worker in turn), or, with `max_attempts`, the lost attempt was its last one."""
+        every worker in turn), or, with `max_attempts`, the lost attempt was its last one.
+        `lease_expiries`: how often its lease expired (counted by the claim)."""
         _aware("now", now)
         self._require_lease(owner)
         self._drop_lease()
         self._finish(RunStatus.FAILED, now)
         if max_attempts is None:
-            message = f"its lease expired {self.lease_expiries} times; not attempted again"
+            message = f"its lease expired {lease_expiries} times; not attempted again"
         else:
             message = (
                 f"its lost attempt was attempt {self.attempt_count} of max_attempts "
                 f"{max_attempts}; not attempted again"
             )
         last_error = {"kind": LOST_ATTEMPT_KIND, "message": message, "status_code": None}
-        self._record_event(RUN_FAILED, now, {"last_error": last_error})
+        self._record_event(RUN_FAILED, now, {"last_error": last_error}, facts)
 
-    def skip(self, reason: SkipReason, now: datetime, *, owner: str | None = None) -> None:
+    def skip(
+        self,
+        reason: SkipReason,
+        now: datetime,
+        *,
+        owner: str | None = None,
+        facts: ClaimFacts = NO_FACTS,
+    ) -> None:
         """Stop the run without (further) attempts: a pending run whose tenant was suspended at
         scheduled_for, a planned-ahead run that overlaps (overlap_policy skip), or in-flight
         retries of a tenant that got suspended. An in_progress run needs its lease `owner`.
@@ -405,7 +426,7 @@ class Run:
         self._drop_lease()
         self.skip_reason = SkipReason(reason)
         self._finish(RunStatus.SKIPPED, now)
-        self._record_event(RUN_SKIPPED, now, {"skip_reason": str(self.skip_reason)})
+        self._record_event(RUN_SKIPPED, now, {"skip_reason": str(self.skip_reason)}, facts)
 
     # ---- helpers --------------------------------------------------------------------------
 
@@ -424,11 +445,12 @@ class Run:
         self.finished_at = now
         self.next_attempt_at = None
 
-    def finish_data(self) -> dict[str, Any]:
+    def finish_data(self, facts: ClaimFacts = NO_FACTS, attempt_ms: int = 0) -> dict[str, Any]:
         """What every terminal event says about the run (times in UTC ISO 8601, like the
         envelope): `due_at` is when its first attempt could start (scheduled_for plus jitter),
         `first_attempt_at` when the run was first claimed for an attempt (None if it never was),
-        `delivery_ms` the attempts' durations summed, `endpoint` the webhook's `host:port` (None
+        `delivery_ms` the attempts' durations summed (the earlier ones', from `facts`, and
+        `attempt_ms` of the attempt just recorded), `endpoint` the webhook's `host:port` (None
         for event actions and runs skipped before a claim)."""
         first = self.started_at if self.attempt_count else None
         return {
@@ -438,12 +460,19 @@ class Run:
             "due_at": format_utc(self.due),
             "first_attempt_at": None if first is None else format_utc(first),
             "finished_at": None if self.finished_at is None else format_utc(self.finished_at),
-            "delivery_ms": self.delivery_ms,
-            "endpoint": self.endpoint,
+            "delivery_ms": facts.earlier_delivery_ms + attempt_ms,
+            "endpoint": facts.endpoint,
         }
 
-    def _record_event(self, type_: str, now: datetime, extra: Mapping[str, Any]) -> None:
-        data = self.finish_data()
+    def _record_event(
+        self,
+        type_: str,
+        now: datetime,
+        extra: Mapping[str, Any],
+        facts: ClaimFacts = NO_FACTS,
+        attempt_ms: int = 0,
+    ) -> None:
+        data = self.finish_data(facts, attempt_ms)
         data.update(extra)
         self.events.append(
             DomainEvent(

@@ -5,7 +5,7 @@ count; a trip pauses the schedule through the one pause path (service_layer/paus
 paused_reason "breaker" and an alert request (template `schedule_auto_paused`). Only schedules
 with a failed run in the group come here, read and locked; where every finished run succeeded
 the count can only end at 0, which the settle write itself stores
-(`RunRepository.write_owned`), so the common case touches no schedule row at all.
+(`RunRepository.settle_leased`), so the common case touches no schedule row at all.
 """
 
 from __future__ import annotations

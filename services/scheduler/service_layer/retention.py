@@ -29,25 +29,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
 
+from scheduler.service_layer.retention_ports import Deleted, RetainedTable, RetentionRepository
+from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 from servicekit.data import retention as batching
 from servicekit.data.retention import PruneStep, check_batching, prune_in_batches
 
-if TYPE_CHECKING:
-    from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
-
-
-class RetainedTable(StrEnum):
-    """The `table` label of `scheduler_retention_deleted_total`."""
-
-    RUNS = "runs"
-    DELIVERY_ATTEMPTS = "delivery_attempts"
-    SCHEDULES = "schedules"
-    IDEMPOTENCY_KEYS = "idempotency_keys"
-    PROCESSED_EVENTS = "processed_events"
-    OUTBOX = "outbox"
+__all__ = [
+    "Deleted",
+    "RetainedTable",
+    "RetentionPolicy",
+    "RetentionReport",
+    "RetentionRepository",
+    "prune_once",
+]
 
 
 @dataclass(frozen=True)
@@ -69,26 +64,6 @@ class RetentionPolicy:
                 raise ValueError(f"{name} must be positive")
         if self.outbox_retention < timedelta(0):
             raise ValueError("outbox_retention must not be negative")
-
-
-Deleted = batching.Deleted[RetainedTable]
-"""What one batch removed: `rows` of its own table, `dependents` from others (a run's attempts,
-a schedule's keys)."""
-
-
-class RetentionRepository(Protocol):
-    """The unit of work's `retention`: one call = one batch, at most `limit` rows of its table
-    (`prune_once` gives each batch a transaction of its own)."""
-
-    async def delete_terminal_runs(self, finished_before: datetime, limit: int) -> Deleted: ...
-
-    async def purge_deleted_schedules(self, deleted_before: datetime, limit: int) -> Deleted: ...
-
-    async def delete_idempotency_keys(self, created_before: datetime, limit: int) -> Deleted: ...
-
-    async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted: ...
-
-    async def delete_sent_outbox(self, sent_before: datetime, limit: int) -> Deleted: ...
 
 
 RetentionReport = batching.RetentionReport[RetainedTable]

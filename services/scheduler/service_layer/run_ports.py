@@ -18,7 +18,7 @@ Contract every implementation keeps:
   (`error_kind` worker_lost), in the same transaction (domain/run.py, "Lost attempts").
   Live runs are taken tenant-fair first; backfill runs only with what the claim has left.
   Each run comes with its schedule's delivery spec.
-- `write_owned` is a compare-and-set on the lease: a completion is written (run state, attempts,
+- `settle_leased` is a compare-and-set on the lease: a completion is written (run state, attempts,
   events) only while its run is still in_progress under the completion's owner; the others are
   dropped (LeaseLost) and their ids left out of the answer. The check and the writes are one
   transaction (PostgreSQL: one statement, rows locked in id order). It is the unit of work's one
@@ -117,13 +117,35 @@ class Completion:
     owner: str
     attempts: list[Attempt] = field(default_factory=list)
     events: list[DomainEvent] = field(default_factory=list)
+    wakes_waiting: bool = False
+    """Once terminal, the run makes its schedule's waiting run due (buffer_one; the claim's
+    decision, domain/claiming.py)."""
 
     @classmethod
-    def of(cls, run: Run, owner: str, extra_events: Sequence[DomainEvent] = ()) -> Completion:
-        completion = cls(run, owner, list(run.new_attempts), [*run.events, *extra_events])
+    def of(
+        cls,
+        run: Run,
+        owner: str,
+        extra_events: Sequence[DomainEvent] = (),
+        *,
+        wakes_waiting: bool = False,
+    ) -> Completion:
+        completion = cls(
+            run, owner, list(run.new_attempts), [*run.events, *extra_events], wakes_waiting
+        )
         run.new_attempts.clear()
         run.events.clear()
         return completion
+
+
+@dataclass(frozen=True)
+class ClaimedRuns:
+    """One claim: the runs now leased to its owner, each one's schedule spec (absent: the
+    schedule row is gone) and the lost attempts of runs taken over from a dead worker."""
+
+    runs: list[Run]
+    specs: dict[str, DeliverySpec]
+    lease_expiries: dict[str, int] = field(default_factory=dict)
 
 
 class RunRepository(Protocol):
@@ -163,9 +185,9 @@ class RunRepository(Protocol):
     # ---- dispatcher ----------------------------------------------------------------------
     async def claim_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
-        """The claimed runs, and the delivery spec of each one's schedule (absent: the schedule
-        row is gone), read in the same statements where the database allows."""
+    ) -> ClaimedRuns:
+        """The claimed runs, with the delivery spec of each one's schedule read in the same
+        statements where the database allows."""
         ...
 
     async def delivery_specs(
@@ -192,7 +214,7 @@ class RunRepository(Protocol):
         instant by `Run.wait`) due at `now`; never a run whose due instant is still ahead."""
         ...
 
-    async def write_owned(self, completions: Sequence[Completion]) -> set[str]:
+    async def settle_leased(self, completions: Sequence[Completion]) -> set[str]:
         """For each completion whose run is still in_progress under its owner: store the run's
         state columns (status, attempts, times, lease), insert its attempts and its events
         (outbox, duplicates ignored), in completion order. Returns the ids written; the others
@@ -327,6 +349,7 @@ class ActionPerformer(Protocol):
 __all__ = [
     "ActionPerformer",
     "ActionResult",
+    "ClaimedRuns",
     "Completion",
     "DeliverySpec",
     "NeverSuspended",

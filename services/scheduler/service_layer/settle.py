@@ -1,7 +1,7 @@
 """Settling: write a group of finished attempts (and releases, and claim-time skips) in ONE
 unit of work (DESIGN.md §6, §10: batched completion writes).
 
-For each completion still held under its lease (`runs.write_owned`, a compare-and-set on the
+For each completion still held under its lease (`runs.settle_leased`, a compare-and-set on the
 lease; a lost lease drops the write, the new holder's result stands): the run's new state, its
 attempt rows, its events (outbox); on PostgreSQL one statement for all of them, including the
 breaker's all-succeeded reset. Then the breaker for schedules with a failed run in the group
@@ -41,7 +41,7 @@ async def settle_completions(
     if not completions:
         return SettleReport([], [], [])
     async with uows() as uow:
-        owned = await uow.runs.write_owned(completions)
+        owned = await uow.runs.settle_leased(completions)
         kept = [c for c in completions if c.run.id in owned]
         lost = [c.run.id for c in completions if c.run.id not in owned]
         failing = {c.run.schedule_id for c in kept if c.run.status is RunStatus.FAILED}
@@ -49,7 +49,7 @@ async def settle_completions(
         paused = await apply_breaker(uow, finished, now)
         # buffer_one: a finished run lets its schedule's waiting run start now (one statement,
         # only when such runs finished in this group).
-        done = [c.run for c in kept if c.run.wakes_waiting and c.run.status.is_terminal]
+        done = [c.run for c in kept if c.wakes_waiting and c.run.status.is_terminal]
         freed = [r.schedule_id for r in done]
         # A run parked to wait (pending, due again later) whose predecessor finished between its
         # claim and this write, when that wake-up could not see it: due now as well. The

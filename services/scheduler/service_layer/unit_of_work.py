@@ -1,7 +1,7 @@
 """The unit of work: ONE port per scheduler transaction (cosmic-python style), carrying every
 repository of the scheduler database: `schedules`, `idempotency`, `runs` (the set-based
 primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections) and
-`retention` (batch deletes, service_layer/retention.py).
+`retention` (batch deletes, service_layer/retention_ports.py).
 
 Contract every implementation keeps:
 - Schedule and idempotency methods take the tenant id; another tenant's row is indistinguishable
@@ -11,7 +11,7 @@ Contract every implementation keeps:
 - `UnitOfWork.commit()` is the one place domain events become outbox rows: the events of every
   aggregate the repositories returned, added or locked, then those given to `add_event()`, in
   the same transaction as the state change (duplicate event ids are ignored). The settle write
-  (`RunRepository.write_owned`) is the one hot-path exception: it writes its completions'
+  (`RunRepository.settle_leased`) is the one hot-path exception: it writes its completions'
   events in its own statement, with the same row builder.
 - Leaving the `async with` block without commit() rolls everything back.
 - A unique-key violation surfaces as service_layer.errors.DuplicateKey.
@@ -30,7 +30,7 @@ from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
-from scheduler.service_layer.retention import RetentionRepository
+from scheduler.service_layer.retention_ports import RetentionRepository
 from scheduler.service_layer.run_ports import RunRepository
 
 

@@ -9,12 +9,11 @@ from prometheus_client import CollectorRegistry
 
 from eventbus import InProcessBus, decode
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.bootstrap import bootstrap
+from scheduler.bootstrap import bootstrap, make_relay, relay_config
 from scheduler.config import SchedulerSettings
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.policies import Action
 from scheduler.domain.tenant import Entitlements
-from scheduler.entrypoints.workers.relay import make_relay, relay_config
 from scheduler.service_layer.schedules import ScheduleSpec, create_schedule
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, StepClock
 

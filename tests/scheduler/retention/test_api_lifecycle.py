@@ -11,9 +11,8 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from scheduler.adapters.db.tables import idempotency_keys, schedules
-from scheduler.bootstrap import Container
+from scheduler.bootstrap import Container, retention_policy
 from scheduler.entrypoints.api.app import app_from_container
-from scheduler.entrypoints.workers.retention import retention_policy
 from scheduler.service_layer.retention import RetentionReport, prune_once
 from tests.scheduler.conftest import StepClock, auth
 from tests.scheduler.retention.conftest import add_runs, ids_of

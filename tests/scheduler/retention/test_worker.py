@@ -18,8 +18,8 @@ from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
+from scheduler.bootstrap import retention_policy, retention_worker
 from scheduler.config import SchedulerSettings
-from scheduler.entrypoints.workers.retention import retention_policy, retention_worker
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.service_layer.retention import RetentionPolicy
 from tests.scheduler.conftest import SECRET_KEY, StepClock

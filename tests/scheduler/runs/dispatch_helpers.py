@@ -35,8 +35,7 @@ async def claim_runs(
     repo: RunRepository, owner: str, now: datetime, lease_until: datetime, limit: int
 ) -> list[Run]:
     """The runs a dispatcher's claim hands `owner` (without their delivery specs)."""
-    claimed, _specs = await repo.claim_due_runs(owner, now, lease_until, limit)
-    return claimed
+    return (await repo.claim_due_runs(owner, now, lease_until, limit)).runs
 
 
 def make_dispatcher(
@@ -62,8 +61,8 @@ def make_dispatcher(
 
 async def step(d: RunDispatcher) -> int:
     """Claim what is due now, finish every attempt, write every result."""
-    claimed, _ = await d.pump()
-    await d.drain()
+    claimed, _ = await d.pipeline.pump()
+    await d.pipeline.drain()
     return claimed
 
 

@@ -89,7 +89,7 @@ async def test_a_reclaimed_run_is_not_counted_delivered_twice(
     first = make_dispatcher(container, uows, deliverer, lease_seconds=30)
     first.performer = TallyingPerformer(first.performer, tally, container.clock)
     mclock.set(s.next_run_at)
-    claimed, _ = await first.pump()
+    claimed, _ = await first.pipeline.pump()
     assert claimed == 1
     # The first worker delivers, then "dies" before settling: its result is never written.
     for _ in range(1000):  # bounded wait for the request to arrive (I/O, not time)

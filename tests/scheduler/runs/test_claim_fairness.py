@@ -10,8 +10,8 @@ import pytest
 
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
+from scheduler.domain.claiming import tenant_round_robin
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
-from scheduler.service_layer.dispatch_service import tenant_round_robin
 from scheduler.service_layer.settle import Completion, settle_completions
 from tests.scheduler.runs.conftest import T0, add_schedule
 from tests.scheduler.runs.dispatch_helpers import claim_runs, schedule_row

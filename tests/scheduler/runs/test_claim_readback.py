@@ -27,7 +27,8 @@ async def _claim_and_read_back(
     uows: SqlUnitOfWorkFactory, owner: str, at: datetime, tenant: str
 ) -> list[tuple[Run, Run]]:
     async with uows() as uow:
-        claimed, specs = await uow.runs.claim_due_runs(owner, at, at + LEASE, 10)
+        claim = await uow.runs.claim_due_runs(owner, at, at + LEASE, 10)
+        claimed, specs = claim.runs, claim.specs
         await uow.commit()
     assert claimed
     async with uows() as uow:

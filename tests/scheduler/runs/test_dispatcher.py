@@ -258,7 +258,7 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
     fast = [await add_schedule(container, receiver.url("/ok"), name=f"f{i}") for i in range(20)]
     await plan_at_occurrence(uows, mclock, slow[0])
     d = make_dispatcher(container, uows, deliverer, concurrency=4, per_key_limit=2, max_claimed=50)
-    assert (await d.pump())[0] == 25
+    assert (await d.pipeline.pump())[0] == 25
 
     async def fast_done() -> None:
         while len(receiver.ids_at("/ok")) < 20:
@@ -268,7 +268,7 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
     # all 20 fast runs long before the 3 s timeout.
     await asyncio.wait_for(fast_done(), 2.5)
     assert receiver.in_flight.total() >= 1  # the hangs are still hanging
-    await asyncio.wait_for(d.drain(), 15)
+    await asyncio.wait_for(d.pipeline.drain(), 15)
     by_schedule = {r.schedule_id: r for r in await run_rows(container)}
     assert all(by_schedule[f.id].status == "succeeded" for f in fast)
     for s in slow:

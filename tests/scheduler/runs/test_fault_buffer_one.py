@@ -108,21 +108,21 @@ async def test_second_occurrence_waits_for_the_first_and_the_third_is_skipped(
 
     # Occurrence 1 starts; the receiver holds it.
     await plan_at_occurrence(uows, mclock, s)
-    assert (await d.pump())[0] == 1
+    assert (await d.pipeline.pump())[0] == 1
     await _until(lambda: len(holder.arrived) == 1, "the first request")
 
     # Occurrence 2 comes while 1 is held: claimed, then put back to wait, unattempted.
     mclock.set(t1 + timedelta(minutes=1))
-    await d.extend_leases_once()
+    await d.pipeline.extend_leases_once()
     await plan_due(uows, now=mclock(), settings=PLAN)
-    await d.pump()
-    await d.write_once()
+    await d.pipeline.pump()
+    await d.pipeline.write_once()
     # Occurrence 3 comes, 1 still held, 2 waiting: 3 is skipped (overlap); 2 still waits.
     mclock.set(t1 + timedelta(minutes=2))
-    await d.extend_leases_once()
+    await d.pipeline.extend_leases_once()
     await plan_due(uows, now=mclock(), settings=PLAN)
-    await d.pump()
-    await d.write_once()
+    await d.pipeline.pump()
+    await d.pipeline.write_once()
     one, two, three = await run_rows(container)
     assert [r.scheduled_for for r in (one, two, three)] == [
         t1,
@@ -136,11 +136,11 @@ async def test_second_occurrence_waits_for_the_first_and_the_third_is_skipped(
     # 1 finishes 1 s later (the clock says; within BUFFER_RECHECK, so only finishing 1 can
     # make 2 due now): 2 is due at once and starts then.
     finished_at = mclock.advance(seconds=1)
-    await d.extend_leases_once()
+    await d.pipeline.extend_leases_once()
     holder.release.set()
-    await d.drain()
-    await d.pump()
-    await d.drain()
+    await d.pipeline.drain()
+    await d.pipeline.pump()
+    await d.pipeline.drain()
 
     one, two, three = await run_rows(container)
     assert (one.status, two.status, three.status) == ("succeeded", "succeeded", "skipped")
@@ -174,10 +174,10 @@ async def _hold_first_and_park_second(
     assert s.next_run_at is not None
     t1 = s.next_run_at
     await plan_at_occurrence(uows, mclock, s)
-    assert (await d.pump())[0] == 1
+    assert (await d.pipeline.pump())[0] == 1
     await _until(lambda: len(holder.arrived) == 1, "the first request")
     mclock.set(t1 + timedelta(minutes=1))
-    await d.extend_leases_once()
+    await d.pipeline.extend_leases_once()
     await plan_due(uows, now=mclock(), settings=PLAN)
     return d, t1
 
@@ -190,8 +190,8 @@ async def test_a_waiting_run_is_parked_not_polled_while_its_predecessor_runs(
     deliverer: wd.Deliverer,
 ) -> None:
     d, t1 = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
-    assert (await d.pump())[0] == 1  # occurrence 2: claimed once, parked
-    await d.write_once()
+    assert (await d.pipeline.pump())[0] == 1  # occurrence 2: claimed once, parked
+    await d.pipeline.write_once()
     _, two = await run_rows(container)
     # Parked until occurrence 1's lease ends (extended just before: 30 s from now).
     assert (two.status, two.next_attempt_at) == ("pending", mclock() + timedelta(seconds=30))
@@ -202,9 +202,9 @@ async def test_a_waiting_run_is_parked_not_polled_while_its_predecessor_runs(
     claims = 0
     for _ in range(29):
         mclock.advance(seconds=2)
-        await d.extend_leases_once()
-        claims += (await d.pump())[0]
-        await d.write_once()
+        await d.pipeline.extend_leases_once()
+        claims += (await d.pipeline.pump())[0]
+        await d.pipeline.write_once()
     assert claims <= 2, claims
     one, two = await run_rows(container)
     assert (one.status, two.status, two.attempt_count) == ("in_progress", "pending", 0)
@@ -213,11 +213,11 @@ async def test_a_waiting_run_is_parked_not_polled_while_its_predecessor_runs(
 
     # 1 finishes: 2 is due at once (the settle wake-up), not at its parking time.
     finished_at = mclock.advance(seconds=1)
-    await d.extend_leases_once()
+    await d.pipeline.extend_leases_once()
     holder.release.set()
-    await d.drain()
-    assert (await d.pump())[0] == 1
-    await d.drain()
+    await d.pipeline.drain()
+    assert (await d.pipeline.pump())[0] == 1
+    await d.pipeline.drain()
     one, two = await run_rows(container)
     assert (one.status, two.status, two.started_at) == ("succeeded", "succeeded", finished_at)
     assert two.scheduled_for == t1 + timedelta(minutes=1)
@@ -232,17 +232,21 @@ async def test_a_predecessor_finishing_while_the_waiting_run_is_put_back_still_w
 ) -> None:
     holding, _ = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
     other = make_dispatcher(container, uows, deliverer, lease_seconds=30)
-    assert (await other.pump())[0] == 1  # occurrence 2 claimed to wait; not written back yet
+    assert (await other.pipeline.pump())[
+        0
+    ] == 1  # occurrence 2 claimed to wait; not written back yet
     # 1 finishes and settles now: its wake-up sees 2 in_progress (claimed), not waiting.
     holder.release.set()
-    await holding.drain()
+    await holding.pipeline.drain()
     one, two = await run_rows(container)
     assert (one.status, two.status) == ("succeeded", "in_progress")
-    await other.write_once()  # 2 put back: its own settle sees 1 finished and makes it due now
+    await (
+        other.pipeline.write_once()
+    )  # 2 put back: its own settle sees 1 finished and makes it due now
     _, two = await run_rows(container)
     assert (two.status, two.next_attempt_at) == ("pending", mclock())
-    assert (await other.pump())[0] == 1
-    await other.drain()
+    assert (await other.pipeline.pump())[0] == 1
+    await other.pipeline.drain()
     _, two = await run_rows(container)
     assert (two.status, len(holder.arrived)) == ("succeeded", 2)
 
@@ -326,7 +330,9 @@ async def test_a_predecessor_settling_concurrently_is_waited_for_by_the_parked_c
         pytest.skip("READ COMMITTED races: PostgreSQL (SQLite has one writer)")
     holding, _ = await _hold_first_and_park_second(container, uows, mclock, holder, deliverer)
     other = make_dispatcher(container, uows, deliverer, lease_seconds=30)
-    assert (await other.pump())[0] == 1  # occurrence 2 claimed to wait; not written back yet
+    assert (await other.pipeline.pump())[
+        0
+    ] == 1  # occurrence 2 claimed to wait; not written back yet
     one, two = await run_rows(container)
     async with container.engine.connect() as settling_one:  # 1's settle, mid-transaction
         await settling_one.execute(
@@ -334,7 +340,7 @@ async def test_a_predecessor_settling_concurrently_is_waited_for_by_the_parked_c
             .where(runs.c.id == one.id)
             .values(status="succeeded", finished_at=mclock(), lease_owner=None)
         )
-        parking = asyncio.create_task(other.write_once())
+        parking = asyncio.create_task(other.pipeline.write_once())
         await asyncio.sleep(0.5)
         assert not parking.done()  # waits for 1's settle instead of reading its old row
         await settling_one.commit()
@@ -342,4 +348,4 @@ async def test_a_predecessor_settling_concurrently_is_waited_for_by_the_parked_c
     _, two = await run_rows(container)
     assert (two.status, two.next_attempt_at) == ("pending", mclock())
     holder.release.set()
-    await holding.drain()  # 1's own write finds its lease gone: dropped
+    await holding.pipeline.drain()  # 1's own write finds its lease gone: dropped

@@ -133,9 +133,9 @@ async def test_a_run_lost_max_lease_expiries_times_fails_without_another_attempt
             await uow.commit()
         mclock.advance(seconds=31)
     d = make_dispatcher(container, uows, deliverer, lease_seconds=30)
-    d.max_lease_expiries = 2
+    d.leases.max_lease_expiries = 2
     registry = CollectorRegistry()
-    d.observer = WorkerMetrics(registry)
+    d.leases.observer = WorkerMetrics(registry)
     assert await step(d) == 1  # the second expiry: failed, never attempted again
     lost = registry.get_sample_value(
         "scheduler_runs_worker_lost_total", {"reason": "lease_expiries"}

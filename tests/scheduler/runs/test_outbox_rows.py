@@ -73,7 +73,7 @@ def test_a_run_event_carries_run_id_and_scheduled_for_in_utc() -> None:
 
 
 async def test_every_writer_stores_the_builders_text(container: Container) -> None:
-    """A schedule created through the unit of work and a run settled through write_owned (one
+    """A schedule created through the unit of work and a run settled through settle_leased (one
     statement on PostgreSQL, multi-row on SQLite): the stored payloads are the builder's."""
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     at = T0 + timedelta(seconds=1)

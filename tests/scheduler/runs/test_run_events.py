@@ -3,7 +3,15 @@ first attempt start, finish, summed delivery time; skipped runs with their reaso
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler.domain.run import RUN_SKIPPED, AttemptOutcome, Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.run import (
+    RUN_SKIPPED,
+    AttemptOutcome,
+    ClaimFacts,
+    Run,
+    RunStatus,
+    SkipReason,
+    Trigger,
+)
 
 T0 = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 
@@ -37,11 +45,13 @@ def outcome(started: datetime, ms: int, *, ok: bool) -> AttemptOutcome:
 
 def test_retried_success_carries_every_analytics_field() -> None:
     run = Run.planned(tenant_id="ten_1", schedule_id="sch_1", scheduled_for=T0, now=at(-5))
-    run.endpoint = "hooks.example.com:443"
+    endpoint = "hooks.example.com:443"
     claimed(run, "w1", at(0.5))
-    run.record_attempt("w1", outcome(at(0.5), 40, ok=False), at(0.6), 10.0)
+    run.record_attempt("w1", outcome(at(0.5), 40, ok=False), at(0.6), 10.0, ClaimFacts(endpoint))
     claimed(run, "w2", at(10.6))
-    run.record_attempt("w2", outcome(at(10.6), 15, ok=True), at(10.7), None)
+    # The second claim read the first attempt's 40 ms from its row.
+    facts = ClaimFacts(endpoint, earlier_delivery_ms=40)
+    run.record_attempt("w2", outcome(at(10.6), 15, ok=True), at(10.7), None, facts)
     (event,) = run.events
     assert event.type == "schedule.run.succeeded"
     assert event.data == {
@@ -58,12 +68,13 @@ def test_retried_success_carries_every_analytics_field() -> None:
 
 
 def test_earlier_attempts_loaded_at_claim_count_toward_delivery_ms() -> None:
-    # A run rebuilt from its row (a later claim) starts at 0 unless the dispatcher loads the
-    # stored attempts' total into delivery_ms.
+    # A run rebuilt from its row (a later claim) knows its earlier attempts' time only from
+    # the claim's facts (the stored attempts' total).
     run = Run.planned(tenant_id="t", schedule_id="s", scheduled_for=T0, now=at(-5))
-    run.attempt_count, run.delivery_ms = 2, 300
+    run.attempt_count = 2
     claimed(run, "w", at(60))
-    run.record_attempt("w", outcome(at(60), 25, ok=False), at(61), None)
+    facts = ClaimFacts(earlier_delivery_ms=300)
+    run.record_attempt("w", outcome(at(60), 25, ok=False), at(61), None, facts)
     (event,) = run.events
     assert event.data["delivery_ms"] == 325
     assert event.data["attempt_count"] == 3

@@ -106,6 +106,6 @@ async def test_the_dispatcher_gets_the_configured_lease_expiry_limit(
         new_secret=lambda: SECRET,
     )
     try:
-        assert WorkerRuntime.from_container(c).dispatcher.max_lease_expiries == 3
+        assert WorkerRuntime.from_container(c).dispatcher.leases.max_lease_expiries == 3
     finally:
         await c.aclose()

@@ -14,10 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from eventbus import InProcessBus, Message, encode
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.events.tenant_consumer import TOPICS, TenantConsumerWorker
+from scheduler.bootstrap import retention_policy, retention_worker
 from scheduler.config import SchedulerSettings
 from scheduler.domain.tenant import Entitlements
-from scheduler.entrypoints.workers.retention import retention_policy, retention_worker
-from scheduler.entrypoints.workers.tenant_consumer import TOPICS, TenantConsumerWorker
 from scheduler.service_layer.tenant_events import BatchReport
 from tests.scheduler.conftest import SECRET_KEY
 from tests.scheduler.tenant.conftest import T0, ManualClock, platform_event

@@ -17,8 +17,8 @@ from eventbus import Consumer, InProcessBus, KafkaConsumer, KafkaPublisher, Mess
 from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
+from scheduler.adapters.events.tenant_consumer import TOPICS, TenantConsumerWorker
 from scheduler.domain.tenant import Entitlements
-from scheduler.entrypoints.workers.tenant_consumer import TOPICS, TenantConsumerWorker
 from scheduler.service_layer.planning_service import plan_due
 from scheduler.service_layer.tenant_events import BatchReport
 from tests.scheduler.tenant.conftest import (

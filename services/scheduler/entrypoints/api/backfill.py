@@ -6,7 +6,7 @@ Mounted with the runs routes (`runs.install_runs`), whose context (clock, wake-u
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,14 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from authclient import Principal
 from scheduler.domain.occurrences import format_occurrence
 from scheduler.domain.policies import DstAnnotation
-from scheduler.entrypoints.api.context import require_writer
+from scheduler.entrypoints.api.context import require_writer, runs_context_of
 from scheduler.entrypoints.api.schemas import problem_responses
 from scheduler.service_layer import backfill as svc
 from servicekit.rfc3339 import Rfc3339, UtcTimestamp
 from servicekit.text import NO_CONTROL_CHARS
-
-if TYPE_CHECKING:
-    from scheduler.entrypoints.api.runs import RunsApiContext
 
 WRITE = "schedules:write"
 
@@ -81,7 +78,7 @@ async def backfill(
     body: BackfillIn,
     principal: Principal = require_writer(WRITE),
 ) -> BackfillOut | BackfillPreviewOut:
-    ctx: RunsApiContext = request.app.state.runs_ctx
+    ctx = runs_context_of(request)
     result = await svc.backfill(
         ctx.uows,
         tenant_id=principal.tenant_id,

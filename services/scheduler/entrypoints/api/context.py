@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import Depends, Request
@@ -13,7 +13,7 @@ from authclient import Principal
 from authclient.fastapi import require
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
-from scheduler.service_layer.unit_of_work import UnitOfWork
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from servicekit.runtime.watchdog import Watchdog
 
 
@@ -37,6 +37,21 @@ class ApiContext:
 
 def context_of(request: Request) -> ApiContext:
     ctx: ApiContext = request.app.state.ctx
+    return ctx
+
+
+@dataclass
+class RunsApiContext:
+    """What the runs and backfill routes need (`runs.install_runs` sets it)."""
+
+    uows: UnitOfWorkFactory
+    clock: Callable[[], datetime]
+    wake: Callable[[], None] | None = None
+    """Tell an in-process dispatcher that a run is due now."""
+
+
+def runs_context_of(request: Request) -> RunsApiContext:
+    ctx: RunsApiContext = request.app.state.runs_ctx
     return ctx
 
 

@@ -11,7 +11,6 @@ for an in-process dispatcher).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -22,7 +21,7 @@ from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.run import Attempt, Run, RunStatus, Trigger
 from scheduler.entrypoints.api import backfill
-from scheduler.entrypoints.api.context import require_writer
+from scheduler.entrypoints.api.context import RunsApiContext, require_writer, runs_context_of
 from scheduler.entrypoints.api.schemas import problem_responses
 from scheduler.service_layer import run_stats as stats_svc
 from scheduler.service_layer import runs as svc
@@ -49,13 +48,6 @@ RunIdPath = Annotated[
 Instant = Annotated[Rfc3339 | None, Query(description="RFC 3339 date-time with an offset")]
 
 
-@dataclass
-class RunsApiContext:
-    uows: UnitOfWorkFactory
-    clock: Callable[[], datetime]
-    wake: Callable[[], None] | None = None
-
-
 def install_runs(
     app: FastAPI,
     uows: UnitOfWorkFactory,
@@ -65,11 +57,6 @@ def install_runs(
     app.state.runs_ctx = RunsApiContext(uows, clock, wake)
     app.include_router(router)
     app.include_router(backfill.router)
-
-
-def _ctx(request: Request) -> RunsApiContext:
-    ctx: RunsApiContext = request.app.state.runs_ctx
-    return ctx
 
 
 class ErrorOut(BaseModel):
@@ -153,7 +140,7 @@ async def trigger(
     schedule_id: IdPath,
     principal: Principal = require_writer(WRITE),
 ) -> dict[str, Any]:
-    ctx = _ctx(request)
+    ctx = runs_context_of(request)
     run = await svc.trigger_run(
         ctx.uows,
         tenant_id=principal.tenant_id,
@@ -185,7 +172,7 @@ async def list_tenant_runs(
 ) -> dict[str, Any]:
     _aware(from_, to)
     page = await svc.list_tenant_runs(
-        _ctx(request).uows,
+        runs_context_of(request).uows,
         tenant_id=principal.tenant_id,
         limit=limit,
         cursor=cursor,
@@ -214,7 +201,7 @@ async def list_runs(
 ) -> dict[str, Any]:
     _aware(from_, to)
     page = await svc.list_runs(
-        _ctx(request).uows,
+        runs_context_of(request).uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         limit=limit,
@@ -256,7 +243,7 @@ async def run_stats(
     principal: Principal = require(READ),
     window: Literal["day", "week", "month"] = "day",
 ) -> dict[str, Any]:
-    ctx = _ctx(request)
+    ctx = runs_context_of(request)
     stats = await stats_svc.run_stats(
         ctx.uows,
         tenant_id=principal.tenant_id,
@@ -283,7 +270,7 @@ async def get_run(
     principal: Principal = require(READ),
 ) -> dict[str, Any]:
     detail = await svc.get_run(
-        _ctx(request).uows,
+        runs_context_of(request).uows,
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         run_id=run_id,
@@ -298,7 +285,7 @@ async def replay(
     run_id: RunIdPath,
     principal: Principal = require_writer(WRITE),
 ) -> dict[str, Any]:
-    ctx = _ctx(request)
+    ctx = runs_context_of(request)
     run = await svc.replay_run(
         ctx.uows,
         tenant_id=principal.tenant_id,

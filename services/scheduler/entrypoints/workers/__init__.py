@@ -1,2 +1,3 @@
-"""Background workers: the planner, the dispatcher (service_layer/dispatch_service.py) and the
-runtime that runs them with health, readiness and metrics (`runtime.WorkerRuntime`)."""
+"""The worker role: the runtime that runs the workers `scheduler.bootstrap.build_workers` wires
+(planner, dispatcher, outbox relay, tenant consumer, retention) with health, readiness and
+metrics (`runtime.WorkerRuntime`), and `serve`."""

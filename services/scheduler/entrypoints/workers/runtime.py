@@ -1,7 +1,7 @@
-"""WorkerRuntime: the workers of one process, wired from the Container — the planner, the
-dispatcher, and (from_container, i.e. `serve`) the outbox relay and the tenant-state consumer —
-with graceful stop (SIGTERM: stop claiming, finish in-flight within the grace, release the rest)
-and the queue-depth gauge.
+"""WorkerRuntime: runs the workers of one process that `scheduler.bootstrap.build_workers` wires
+from the Container — the planner, the dispatcher, and (`from_container`, i.e. `serve`) the
+outbox relay, the tenant-state consumer and the retention worker — with graceful stop (SIGTERM:
+stop claiming, finish in-flight within the grace, release the rest) and the queue-depth gauge.
 
 The process's ONE publisher (`container.publisher`) is started before any worker and stopped
 after all of them: the relay publishes the outbox with it and the event action publishes
@@ -18,44 +18,21 @@ meanwhile; the planner and the dispatcher judge suspension and quotas from it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
 
-from scheduler.adapters.actions import ActionRouter, WebhookAction
-from scheduler.bootstrap import Container
+from scheduler.bootstrap import Container, WorkerOptions, build_workers
 from scheduler.entrypoints.workers.metrics import WorkerMetrics
-from scheduler.entrypoints.workers.planner import PlannerWorker
-from scheduler.entrypoints.workers.relay import make_relay
-from scheduler.entrypoints.workers.retention import make_retention_worker
-from scheduler.entrypoints.workers.tenant_consumer import TenantConsumerWorker
-from scheduler.service_layer.dispatch_service import DispatchSettings, RunDispatcher
-from scheduler.service_layer.event_action import PublishingEventAction
-from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import TenantStatus
 from servicekit.runtime.watchdog import Watchdog
 from servicekit.runtime.worker import WorkerGroup, WorkerLoop
 from webhookdeliver import Deliverer
 
+__all__ = ["WorkerOptions", "WorkerRuntime"]
+
 log = logging.getLogger("scheduler.workers")
 QUEUE_DEPTH_PERIOD_SECONDS = 5.0  # a count over the due index; not on the hot path
 RESTART_DELAY_SECONDS = 5.0  # a worker that failed (e.g. Kafka unreachable) starts again after
-
-
-@dataclass
-class WorkerOptions:
-    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
-    planning: PlanningSettings = field(default_factory=PlanningSettings)
-    planner: bool = True
-    dispatcher: bool = True
-    relay: bool = False
-    """Run the outbox relay (from_container: on)."""
-    tenant_consumer: bool = False
-    """Consume platform-events and billing-entitlements (from_container: on)."""
-    retention: bool = False
-    """Prune expired rows (from_container: on; service_layer/retention.py)."""
-    planner_poll_seconds: float = 1.0
 
 
 class WorkerRuntime:
@@ -70,56 +47,24 @@ class WorkerRuntime:
     ) -> None:
         self.container = container
         self.options = options or WorkerOptions()
-        tenants = tenants or container.tenants
         self.registry = registry or CollectorRegistry()
         self.metrics = WorkerMetrics(self.registry)
         self.uows = container.uow_factory
-        d = self.options.dispatch
-        self.deliverer = deliverer or Deliverer(
-            allow_private_networks=container.settings.webhook_allow_private_networks,
-            allowed_ports=container.settings.webhook_allowed_ports,
-            connector_limit=max(d.concurrency, 10),
-            connector_limit_per_host=d.per_key_limit,
-        )
-        clock = container.clock
-        self.dispatcher = RunDispatcher(
-            self.uows,
-            ActionRouter(
-                WebhookAction(self.deliverer, clock),
-                PublishingEventAction(container.publisher, clock),
-            ),
-            clock,
-            settings=d,
-            tenants=tenants,
+        workers = build_workers(
+            container,
+            self.options,
             observer=self.metrics,
-            max_lease_expiries=container.settings.max_lease_expiries,
-        )
-        self.planner = PlannerWorker(
-            self.uows,
-            clock,
-            settings=self.options.planning,
-            tenants=tenants,
-            on_planned=self.dispatcher.wake,
             on_inserted=self.metrics.planned.inc,
-            poll_seconds=self.options.planner_poll_seconds,
+            registry=self.registry,
+            deliverer=deliverer,
+            tenants=tenants,
         )
-        self.relay = (
-            make_relay(container, container.publisher, registry=self.registry)
-            if self.options.relay
-            else None
-        )
-        self.tenant_consumer = (
-            TenantConsumerWorker.from_container(
-                container, bus=container.bus, cache=container.tenants
-            )
-            if self.options.tenant_consumer
-            else None
-        )
-        self.retention = (
-            make_retention_worker(container, registry=self.registry)
-            if self.options.retention
-            else None
-        )
+        self.deliverer = workers.deliverer
+        self.dispatcher = workers.dispatcher
+        self.planner = workers.planner
+        self.relay = workers.relay
+        self.tenant_consumer = workers.tenant_consumer
+        self.retention = workers.retention
         self.watchdog = Watchdog(
             step_timeout_seconds=container.settings.worker_step_timeout_seconds
         )
@@ -134,18 +79,11 @@ class WorkerRuntime:
         registry: CollectorRegistry | None = None,
         tenants: TenantStatus | None = None,
     ) -> WorkerRuntime:
-        s = container.settings
-        options = WorkerOptions(
-            dispatch=DispatchSettings(concurrency=s.dispatch_concurrency),
-            planning=PlanningSettings(lookahead=timedelta(seconds=s.planner_lookahead_seconds)),
-            relay=True,
-            tenant_consumer=True,
-            retention=True,
-        )
+        options = WorkerOptions.serving(container.settings)
         return cls(container, options=options, registry=registry, tenants=tenants)
 
     def wake(self) -> None:
-        self.dispatcher.wake()
+        self.dispatcher.pipeline.wake()
 
     def _group(self) -> WorkerGroup:
         """Entries with a stop hook end at stop(); the dispatcher drains within the grace; the
@@ -157,7 +95,8 @@ class WorkerRuntime:
         if self.options.planner:
             group.add("planner", self.planner.run, stop=self.planner.stop)
         if self.options.dispatcher:
-            group.add("dispatcher", self.dispatcher.run, drain=self.dispatcher.stop)
+            pipeline = self.dispatcher.pipeline
+            group.add("dispatcher", pipeline.run, drain=pipeline.stop)
         depth = WorkerLoop(
             "queue-depth",
             self._count_due,

@@ -30,7 +30,7 @@ from scheduler.domain.run import (
     Run,
     RunStatus,
 )
-from scheduler.service_layer.run_ports import DeliverySpec
+from scheduler.service_layer.run_ports import ClaimedRuns, DeliverySpec
 from servicekit.data.database import CONFIGURED_PLANS_SQL, asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
@@ -47,7 +47,7 @@ FAIR_WINDOW_MAX = 2000
 class Claims(RunSql):
     async def claim_due_runs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
+    ) -> ClaimedRuns:
         """Lanes in order: runs whose worker died (at most a quarter of the claim, so a
         sustained backlog never postpones them, nor their poison limit); live due runs
         tenant-fair; the oldest live due runs nobody holds; then backfill runs, only with what
@@ -55,7 +55,8 @@ class Claims(RunSql):
         (PostgreSQL: in the same statements, claims_pg.py)."""
         if self.is_postgres:
             return await self._claim_pg(owner, now, lease_until, limit)
-        claimed = await self._reclaim_expired(owner, now, lease_until, max(1, limit // 4))
+        expiries: dict[str, int] = {}
+        claimed = await self._reclaim_expired(owner, now, lease_until, max(1, limit // 4), expiries)
         if len(claimed) < limit:
             claimed += await self._claim(
                 runs.c.id.in_(self._fair_choice_sqlite(now, limit - len(claimed))),
@@ -69,11 +70,11 @@ class Claims(RunSql):
                     lane, owner, now, lease_until, limit - len(claimed)
                 )
         specs = await self.delivery_specs([r.schedule_id for r in claimed], now)
-        return claimed, specs
+        return ClaimedRuns(claimed, specs, expiries)
 
     async def _claim_pg(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> tuple[list[Run], dict[str, DeliverySpec]]:
+    ) -> ClaimedRuns:
         db = await asyncpg_connection(self.conn)
         # Index paths and generic plans (servicekit.data.database.CLAIM_PLANNER_SQL says why). The
         # generic plans are for the claim's own statements (reset below); the index paths stay
@@ -81,6 +82,7 @@ class Claims(RunSql):
         await db.execute(claims_pg.CLAIM_PLANNER)
         rows: list[Any] = []
         claimed: list[Run] = []
+        expiries: dict[str, int] = {}
         expired = await db.fetch(claims_pg.EXPIRED, now, max(1, limit // 4))
         if expired:
             taken = await db.fetch(
@@ -91,6 +93,7 @@ class Claims(RunSql):
                 [claims_pg.run_of(r, owner, now, lease_until) for r in taken],
                 {r["id"]: (r["next_attempt_at"], r["lease_expires_at"]) for r in expired},
                 now,
+                expiries,
             )
         if len(claimed) < limit:
             left = limit - len(claimed)
@@ -105,7 +108,7 @@ class Claims(RunSql):
                 rows += got
                 claimed += (claims_pg.run_of(r, owner, now, lease_until) for r in got)
         await db.execute(CONFIGURED_PLANS_SQL)
-        return claimed, claims_pg.specs_of(rows, self.box, now)
+        return ClaimedRuns(claimed, claims_pg.specs_of(rows, self.box, now), expiries)
 
     def _fair_choice_sqlite(self, now: datetime, limit: int) -> sa.Select[Any]:
         """The ids of the tenant-fair choice: each due tenant's oldest live run before anyone's
@@ -142,11 +145,16 @@ class Claims(RunSql):
         return await self._claim(runs.c.id.in_(oldest.scalar_subquery()), owner, now, lease_until)
 
     async def _reclaim_expired(
-        self, owner: str, now: datetime, lease_until: datetime, limit: int
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
+        expiries: dict[str, int],
     ) -> list[Run]:
         """Runs whose worker died: their lease expired while in_progress. The attempt that
         worker was making is counted and recorded as lost (domain/run.py, "Lost attempts"), so
-        the next one goes out as the next X-Attempt, and `lease_expiries` says how often that
+        the next one goes out as the next X-Attempt, and `expiries` gets how often that
         happened. One statement when nothing expired (the common case); four otherwise."""
         expired = (
             sa.select(runs.c.id, runs.c.next_attempt_at, runs.c.lease_expires_at)
@@ -165,16 +173,17 @@ class Claims(RunSql):
         taken = await self._claim(
             self._in(runs.c.id, sorted(lost)), owner, now, lease_until, count_lost_attempt=True
         )
-        return await self._count_lost_attempts(taken, lost, now)
+        return await self._count_lost_attempts(taken, lost, now, expiries)
 
     async def _count_lost_attempts(
         self,
         taken: list[Run],
         lost: dict[str, tuple[datetime | None, datetime | None]],
         now: datetime,
+        expiries: dict[str, int],
     ) -> list[Run]:
-        """Record the attempt each taken-over run's dead worker was making (worker_lost) and set
-        each run's `lease_expiries` (how many such attempts it has)."""
+        """Record the attempt each taken-over run's dead worker was making (worker_lost) and put
+        in `expiries` how many such attempts each run has."""
         attempts: list[dict[str, Any]] = []
         for run in taken:
             claimed_at, lease_end = lost[run.id]
@@ -196,15 +205,13 @@ class Claims(RunSql):
         # A number already taken means the attempt is recorded: never fail the claim on it.
         insert = self._insert(delivery_attempts).on_conflict_do_nothing()
         await self.conn.execute(insert, attempts)
-        expiries = (
+        counts = (
             sa.select(delivery_attempts.c.run_id, sa.func.count())
             .where(self._in(delivery_attempts.c.run_id, [r.id for r in taken]))
             .where(delivery_attempts.c.error_kind == LOST_ATTEMPT_KIND)
             .group_by(delivery_attempts.c.run_id)
         )
-        counts = {str(i): int(n) for i, n in await self.conn.execute(expiries)}
-        for run in taken:
-            run.lease_expiries = counts.get(run.id, 0)
+        expiries.update((str(i), int(n)) for i, n in await self.conn.execute(counts))
         return taken
 
     async def _claim(

@@ -4,7 +4,7 @@ completions per statement or executemany), portable across PostgreSQL and SQLite
 
 PostgreSQL: claims are `UPDATE runs ... WHERE id IN (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT n)
 RETURNING ...`, so replicas never claim the same run; planners lock due schedules the same way.
-A settle (`write_owned`) is one statement: a data-modifying CTE that checks the leases, writes
+A settle (`settle_leased`) is one statement: a data-modifying CTE that checks the leases, writes
 the runs, inserts attempts and outbox rows for the written runs and resets the breaker count.
 SQLite: `FOR UPDATE` is not emitted; the engine's single pooled connection makes every
 transaction the only writer; a settle is four multi-row statements (UPDATE ... FROM VALUES

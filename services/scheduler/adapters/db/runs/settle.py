@@ -72,14 +72,14 @@ def _json_rows(rows: Sequence[tuple[Any, ...]]) -> str:
 
 
 class Settle(RunSql):
-    async def write_owned(self, completions: Sequence[Completion]) -> set[str]:
+    async def settle_leased(self, completions: Sequence[Completion]) -> set[str]:
         if not completions:
             return set()
         if self.is_postgres:
-            return await self._write_owned_pg(completions)
-        return await self._write_owned_sqlite(completions)
+            return await self._settle_leased_pg(completions)
+        return await self._settle_leased_sqlite(completions)
 
-    async def _write_owned_pg(self, completions: Sequence[Completion]) -> set[str]:
+    async def _settle_leased_pg(self, completions: Sequence[Completion]) -> set[str]:
         """ONE statement (pg.WRITE_OWNED_SQL) on asyncpg directly, its rows as three JSON
         arrays (the SQL is the same for every batch: asyncpg prepares it once per
         connection)."""
@@ -90,7 +90,7 @@ class Settle(RunSql):
         await db.execute(CONFIGURED_PLANS_SQL)
         return {row[0] for row in written}
 
-    async def _write_owned_sqlite(self, completions: Sequence[Completion]) -> set[str]:
+    async def _settle_leased_sqlite(self, completions: Sequence[Completion]) -> set[str]:
         """One writer. Driver-level multi-row statements, no per-row SQLAlchemy processing:
         `UPDATE ... FROM (VALUES ...) WHERE lease_owner = owner RETURNING id` (the lease check
         and the write in one), then one INSERT per table for the written runs only."""

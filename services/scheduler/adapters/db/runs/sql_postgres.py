@@ -1,5 +1,5 @@
 """The runs repository's hand-written PostgreSQL, run on asyncpg directly with positional
-parameters (claims_pg.py, `Settle._write_owned_pg`): the planner settings of a claim, the
+parameters (claims_pg.py, `Settle._settle_leased_pg`): the planner settings of a claim, the
 tenant-fair choice of a claim and the one-statement settle."""
 
 from __future__ import annotations

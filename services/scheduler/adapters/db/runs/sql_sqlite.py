@@ -1,5 +1,5 @@
 """The runs repository's hand-written SQLite: the multi-row statements of a settle
-(`Settle._write_owned_sqlite`), qmark placeholders, chunked under SQLite's parameter limit."""
+(`Settle._settle_leased_sqlite`), qmark placeholders, chunked under SQLite's parameter limit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ _T = TypeVar("_T")
 SQLITE_CHUNK = 500
 # The lease compare-and-set on SQLite (3.35+: UPDATE FROM, RETURNING); the VALUES columns are
 # column1..column10: id, owner, then the state columns in the order
-# `Settle._write_owned_sqlite` lists.
+# `Settle._settle_leased_sqlite` lists.
 UPDATE_OWNED = (
     "UPDATE runs SET status = v.column3, skip_reason = v.column4, attempt_count = v.column5, "
     "next_attempt_at = v.column6, started_at = v.column7, finished_at = v.column8, "

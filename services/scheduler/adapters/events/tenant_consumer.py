@@ -8,7 +8,7 @@ batch with the worker loop's backoff. A record that is not an envelope is logged
 The dedup table is pruned by the retention worker only
 (SCHEDULER_PROCESSED_EVENTS_RETENTION_DAYS).
 
-    worker = TenantConsumerWorker.from_container(container, bus=in_process_bus)
+    worker = make_tenant_consumer(container)   # scheduler.bootstrap
     task = asyncio.create_task(worker.run()); ...; worker.stop()
 """
 
@@ -20,10 +20,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventbus import BatchConsumer, Consumer, InProcessBus, decode
-from eventbus import make_consumer as make_bus_consumer
+from eventbus import BatchConsumer, Consumer, decode
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
-from scheduler.bootstrap import Container
 from scheduler.domain.tenant import (
     BILLING_ENTITLEMENTS_TOPIC,
     PLATFORM_EVENTS_TOPIC,
@@ -38,11 +36,6 @@ log = logging.getLogger("scheduler.tenant_consumer")
 TOPICS = (PLATFORM_EVENTS_TOPIC, BILLING_ENTITLEMENTS_TOPIC)
 GROUP_ID = "scheduler-tenant-state"
 MAX_BATCH = 200  # records per transaction: bounds lock time when a downgrade pauses schedules
-
-
-def defaults_from(container: Container) -> Entitlements:
-    """The configured limits of tenants without an entitlements event (the cache's)."""
-    return container.tenants.defaults
 
 
 class TenantConsumerWorker:
@@ -88,31 +81,6 @@ class TenantConsumerWorker:
             backoff_max_seconds=retry_max_seconds,
             outage="bus or database unavailable",
             logger=log,
-        )
-
-    @classmethod
-    def from_container(
-        cls,
-        container: Container,
-        *,
-        bus: InProcessBus | None = None,
-        cache: TenantProjectionCache | None = None,
-        **kwargs: Any,
-    ) -> TenantConsumerWorker:
-        consumer = make_bus_consumer(
-            container.settings.kafka_bootstrap_servers,
-            bus,
-            TOPICS,
-            GROUP_ID,
-            client_id="scheduler-tenant-state",
-        )
-        return cls(
-            consumer,
-            container.uow_factory,
-            container.clock,
-            defaults=defaults_from(container),
-            cache=cache,
-            **kwargs,
         )
 
     def stop(self) -> None:

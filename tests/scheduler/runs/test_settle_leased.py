@@ -1,7 +1,7 @@
-"""The settle write (`uow.runs.write_owned`), against real databases: a compare-and-set on the lease
-that writes run state, attempts and outbox rows for owned runs only, resets the breaker count of
-all-succeeded schedules, and on PostgreSQL costs one statement per settle; and the statements a
-PostgreSQL claim sends."""
+"""The settle write (`uow.runs.settle_leased`), against real databases: a compare-and-set on the
+lease that writes run state, attempts and outbox rows for owned runs only, resets the breaker
+count of all-succeeded schedules, and on PostgreSQL costs one statement per settle; and the
+statements a PostgreSQL claim sends."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ async def test_only_runs_still_leased_to_the_owner_are_written(
     completions.append(Completion.of(held[other.id], "w:9"))
 
     async with uows() as uow:
-        written = await uow.runs.write_owned(completions)
+        written = await uow.runs.settle_leased(completions)
         await uow.commit()
 
     assert written == {mine.id}
@@ -170,7 +170,7 @@ async def test_outbox_rows_keep_completion_order_and_ignore_duplicates(
         )
         completions.append(Completion.of(r, "w:1", [extra]))
     async with uows() as uow:
-        assert await uow.runs.write_owned(completions) == {r.id for r in runs}
+        assert await uow.runs.settle_leased(completions) == {r.id for r in runs}
         await uow.commit()
     async with container.engine.connect() as conn:
         got = list(await conn.execute(sa.select(outbox).order_by(outbox.c.id)))
@@ -206,7 +206,7 @@ async def test_breaker_count_resets_only_where_written_runs_all_succeeded(
         held[run_id].record_attempt("w:1", outcome, AT, None)
         completions.append(Completion.of(held[run_id], "w:1"))
     async with uows() as uow:
-        await uow.runs.write_owned(completions)
+        await uow.runs.settle_leased(completions)
         await uow.commit()
     # calm: all succeeded -> 0. mixed: a failure in the group, left for the ordered breaker.
     # lost: its success was not written, so it must not reset the count either.
@@ -224,7 +224,7 @@ async def test_a_rolled_back_settle_leaves_nothing(
     held = await _claimed(uows, [run])
     held[run.id].record_attempt("w:1", OK, AT, None)
     async with uows() as uow:
-        assert await uow.runs.write_owned([Completion.of(held[run.id], "w:1")]) == {run.id}
+        assert await uow.runs.settle_leased([Completion.of(held[run.id], "w:1")]) == {run.id}
         # no commit: leaving the block rolls back
     ((status, owner),) = [(r.status, r.lease_owner) for r in await run_rows(container)]
     assert (status, owner) == ("in_progress", "w:1")
@@ -245,7 +245,7 @@ async def test_a_claim_runs_its_own_statements_on_generic_plans_only(
         await uow.commit()
     with _statements(container) as seen:
         async with uows() as uow:
-            claimed, _ = await uow.runs.claim_due_runs("w:1", AT, AT + LEASE, 10)
+            claimed = (await uow.runs.claim_due_runs("w:1", AT, AT + LEASE, 10)).runs
             await uow.commit()
     assert len(claimed) == 3
     assert seen[0] == claims_pg.CLAIM_PLANNER, seen
@@ -291,7 +291,7 @@ async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
         held[r.id].record_attempt("w:1", OK, AT, None)
         completions.append(Completion.of(held[r.id], "w:1"))
     async with uows() as uow:
-        assert await uow.runs.write_owned(completions) == {r.id for r in runs}
+        assert await uow.runs.settle_leased(completions) == {r.id for r in runs}
         await uow.commit()
     assert {r.status for r in await run_rows(container)} == {"succeeded"}
     assert len(await rows(container, delivery_attempts)) == 1100
