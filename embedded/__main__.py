@@ -35,7 +35,6 @@ from console.app import create_console_app
 from console.gateway import Gateway
 from embedded.ports import Port, busy_port, wait_listening
 from eventbus import InProcessBus
-from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
 from notification.entrypoints.runtime import NotificationApp, build_notification
 from scheduler.bootstrap import Container
@@ -43,6 +42,7 @@ from scheduler.entrypoints.cli_serve import build, serve
 from servicekit.http.server import http_server
 from servicekit.logging import configure_logging
 from servicekit.runtime.gc_tuning import freeze_startup_heap
+from servicekit.settings import ConfigError
 
 HOST = "127.0.0.1"
 DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088

@@ -136,6 +136,9 @@ def configure_logging(
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # Alembic (1.17 on) announces each of its plug-ins at info level when first imported, which
+    # a serve that loads the migrator after configuring logs would print: not an operator's news.
+    logging.getLogger("alembic.runtime.plugins").setLevel(max(root.level, logging.WARNING))
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -32,7 +32,7 @@ from notification.service_layer.ports import Mailer
 from notification.service_layer.subscriptions import SubscriptionService
 from servicekit.data.secretbox import SecretBox, SecretBoxError
 from servicekit.devkeys import load_or_create_key
-from servicekit.settings import ConfigError as ConfigError  # re-exported to the entrypoints
+from servicekit.settings import ConfigError
 from webhookdeliver import BackoffPolicy, Deliverer
 
 DEV_SECRET_KEY_FILE = "notification-secret.key"

@@ -152,7 +152,7 @@ def bootstrap(
     bus: InProcessBus | None = None,
     publisher: Publisher | None = None,
 ) -> Container:
-    """Build the container. Raises config.MissingSetting (one line naming the variable) when a
+    """Build the container. Raises ConfigError (one line naming the variable) when a
     key is missing outside dev mode. Without Kafka the publisher writes to `bus` (a private one
     when not given; the embedded default passes the bus it shares with notification)."""
     settings = (settings or SchedulerSettings()).ensure_keys(dev=dev, var_dir=var_dir)

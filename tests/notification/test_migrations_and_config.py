@@ -19,8 +19,9 @@ from notification.adapters.db import create_engine
 from notification.adapters.mailers import InvalidSmtpURL, SmtpMailer
 from notification.adapters.migrate import upgrade
 from notification.adapters.tables import metadata
-from notification.bootstrap import ConfigError, bootstrap
+from notification.bootstrap import bootstrap
 from notification.config import NotificationSettings
+from servicekit.settings import ConfigError
 
 
 async def test_migrations_create_exactly_the_schema(db_url: str) -> None:
@@ -116,3 +117,21 @@ def test_cli_serve_refuses_without_key(tmp_path: Path) -> None:
         "notification: NOTIFICATION_SECRET_KEY is not set (32 random bytes, URL-safe base64); "
         "use --dev to generate one under ./var"
     ]
+
+
+def test_cli_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("notification")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTIFICATION_", "AUTH_"))}
+    env["NOTIFICATION_MAX_REQUEST_BYTES"] = "-5"
+    proc = subprocess.run(
+        [str(exe), "serve", "--port", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("notification: invalid setting NOTIFICATION_MAX_REQUEST_BYTES")
+    assert "-5" not in line  # the value is never echoed

@@ -7,11 +7,11 @@ import argparse
 import asyncio
 import sys
 
-from notification.bootstrap import ConfigError
 from notification.config import NotificationSettings
 from servicekit.http.server import http_server, serve
 from servicekit.logging import configure_logging
 from servicekit.runtime.gc_tuning import freeze_startup_heap
+from servicekit.settings import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +41,8 @@ async def _serve(settings: NotificationSettings, host: str, port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(service="notification")
-    settings = NotificationSettings(dev=bool(args.dev))
     try:
+        settings = NotificationSettings(dev=bool(args.dev))
         asyncio.run(_serve(settings, args.host, args.port))
     except ConfigError as exc:
         print(f"notification: {exc}", file=sys.stderr)

@@ -24,7 +24,7 @@ from authclient import AuthSettings, TokenVerifier
 from eventbus import InProcessBus
 from eventbus.factory import make_consumer
 from notification.adapters.retention_store import SqlRetentionStore
-from notification.bootstrap import ConfigError, Container, bootstrap, utc_now
+from notification.bootstrap import Container, bootstrap, utc_now
 from notification.config import NotificationSettings
 from notification.entrypoints.api.app import create_app
 from notification.entrypoints.retention import retention_policy, retention_worker
@@ -34,6 +34,7 @@ from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
 from servicekit.runtime.watchdog import Watchdog
 from servicekit.runtime.worker import Step, WorkerGroup, WorkerLoop
+from servicekit.settings import ConfigError
 
 log = logging.getLogger(__name__)
 
