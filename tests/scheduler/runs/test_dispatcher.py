@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_tables import delivery_attempts
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import delivery_attempts, outbox, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC

@@ -7,8 +7,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import outbox, runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import Action, MisfirePolicy

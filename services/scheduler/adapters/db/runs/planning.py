@@ -9,10 +9,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import UNFINISHED_LIVE_SQL, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
-from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
+from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, UNFINISHED_LIVE_SQL, runs, schedules
 from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
