@@ -43,14 +43,16 @@ class InvalidTiming(ValueError):
 
 @dataclass(frozen=True)
 class Timing:
+    """When a schedule fires; part of its definition (domain/definition.py), so no defaults."""
+
     timezone: str
-    cron: str | None = None
-    run_at: datetime | None = None
-    dst_policy: DstPolicy = DstPolicy.SHIFT
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    jitter_seconds: int = 0
+    cron: str | None
+    run_at: datetime | None
+    dst_policy: DstPolicy
+    start_at: datetime | None
+    end_at: datetime | None
+    max_runs: int | None
+    jitter_seconds: int
 
     def compile(self) -> CompiledTiming:
         """Parse the expression and zone; raises InvalidTiming (field cron, run_at or timezone)."""

@@ -186,12 +186,12 @@ async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
     await step(d)
     row = await schedule_row(container, s.id)
     assert (row.consecutive_failures, row.state) == (2, "active")  # manual runs count too
-    assert s.target is not None
+    assert s.definition.target is not None
     await schedule_svc.update_schedule(
         container.uow_factory(),
         tenant_id="tenant-a",
         schedule_id=s.id,
-        changes={"target": type(s.target)(url=receiver.url("/ok"))},
+        changes={"target": type(s.definition.target)(url=receiver.url("/ok"))},
         expected_version=None,
         clock=mclock,
         limits=Entitlements(min_interval_seconds=60),

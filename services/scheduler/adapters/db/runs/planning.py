@@ -9,10 +9,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from scheduler.adapters.db.repository import DEFINITION_COLUMNS, definition_from_row
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
 from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, UNFINISHED_LIVE_SQL, runs, schedules
-from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
@@ -37,19 +37,9 @@ class PlannerQueries(RunSql):
             sa.select(
                 schedules.c.id,
                 schedules.c.tenant_id,
-                schedules.c.cron,
-                schedules.c.timezone,
-                schedules.c.misfire_policy,
-                schedules.c.overlap_policy,
                 schedules.c.next_run_at,
-                schedules.c.payload,
-                schedules.c.dst_policy,
-                schedules.c.start_at,
-                schedules.c.end_at,
-                schedules.c.max_runs,
-                schedules.c.run_at,
-                schedules.c.jitter_seconds,
                 schedules.c.planned_runs,
+                *DEFINITION_COLUMNS,
             )
             .where(sa.text(ACTIVE_LIVE_SQL))
             .where(schedules.c.next_run_at <= horizon)
@@ -62,18 +52,8 @@ class PlannerQueries(RunSql):
             ScheduleToPlan(
                 id=r.id,
                 tenant_id=r.tenant_id,
-                cron=r.cron,
-                timezone=r.timezone,
-                misfire_policy=MisfirePolicy(r.misfire_policy),
-                overlap_policy=OverlapPolicy(r.overlap_policy),
+                definition=definition_from_row(r._mapping),
                 next_run_at=r.next_run_at,
-                payload=r.payload,
-                dst_policy=DstPolicy(r.dst_policy),
-                start_at=r.start_at,
-                end_at=r.end_at,
-                max_runs=r.max_runs,
-                run_at=r.run_at,
-                jitter_seconds=r.jitter_seconds,
                 planned_runs=r.planned_runs,
             )
             for r in result
