@@ -55,6 +55,7 @@ DEFAULT_LOOKAHEAD = timedelta(seconds=60)
 DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)  # later than this, an occurrence counts as missed
 DEFAULT_MAX_PER_PASS = 1000  # rows per schedule per transaction; more_due says "plan again"
 MAX_LOOKAHEAD = timedelta(hours=1)  # beyond this, planned-ahead runs would pile up needlessly
+_ZERO = timedelta(0)
 
 NextAfter = Callable[[datetime], datetime | None]
 """The schedule's occurrence function: the first occurrence strictly after an instant, or None."""
@@ -136,9 +137,9 @@ def _check_bounds(
     max_per_pass: int,
     runs_allowed_today: int | None,
 ) -> None:
-    if not timedelta(0) <= lookahead <= MAX_LOOKAHEAD:
+    if not _ZERO <= lookahead <= MAX_LOOKAHEAD:
         raise ValueError(f"lookahead must be between 0 and {MAX_LOOKAHEAD}")
-    if misfire_grace < timedelta(0):
+    if misfire_grace < _ZERO:
         raise ValueError("misfire_grace must be >= 0")
     if max_per_pass < 1:
         raise ValueError("max_per_pass must be >= 1")
