@@ -13,7 +13,7 @@ API names them, so the flat names are unique); `with_changes` applies a PATCH sp
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from scheduler.domain.policies import (
@@ -34,8 +34,8 @@ class Target:
     API edge with webhookdeliver.is_reserved_header)."""
 
     url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_seconds: int = 10
+    headers: Mapping[str, str]
+    timeout_seconds: int
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,9 @@ async def add_schedule(
         cron=cron,
         timezone="UTC",
         action=action,
-        target=None if url is None else Target(url=url, timeout_seconds=timeout_seconds),
+        target=None
+        if url is None
+        else Target(url=url, headers={}, timeout_seconds=timeout_seconds),
         payload={"job": name} if payload is None else payload,
         retry_policy=RetryPolicy(
             max_attempts=max_attempts,

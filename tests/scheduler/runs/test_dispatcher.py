@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -191,7 +192,7 @@ async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
         container.uow_factory(),
         tenant_id="tenant-a",
         schedule_id=s.id,
-        changes={"target": type(s.definition.target)(url=receiver.url("/ok"))},
+        changes={"target": replace(s.definition.target, url=receiver.url("/ok"))},
         expected_version=None,
         clock=mclock,
         limits=Entitlements(min_interval_seconds=60),

@@ -86,7 +86,7 @@ async def add_schedule(
         cron=cron,
         timezone="UTC",
         action=Action.WEBHOOK,
-        target=Target(url="https://example.com/hook"),
+        target=Target(url="https://example.com/hook", headers={}, timeout_seconds=10),
         payload={"job": name} if payload is None else payload,
     )
     created = await schedule_svc.create_schedule(
