@@ -33,10 +33,16 @@ BASE = ScheduleDefinition(
     target=None,
     payload=None,
     policies=RunPolicies(
-        retry_policy=RetryPolicy(),
+        retry_policy=RetryPolicy(
+            max_attempts=5,
+            initial_backoff_seconds=10.0,
+            max_backoff_seconds=3600.0,
+            multiplier=2.0,
+            max_retry_duration_seconds=86_400.0,
+        ),
         misfire_policy=MisfirePolicy.FIRE_ONCE,
         overlap_policy=OverlapPolicy.ALLOW,
-        breaker=BreakerPolicy(),
+        breaker=BreakerPolicy(failure_threshold=5),
     ),
 )
 

@@ -164,6 +164,8 @@ async def add_schedule(
             max_attempts=max_attempts,
             initial_backoff_seconds=initial_backoff,
             max_backoff_seconds=max(initial_backoff, 60.0),
+            multiplier=2.0,
+            max_retry_duration_seconds=86_400.0,
         ),
         misfire_policy=misfire,
         overlap_policy=overlap,

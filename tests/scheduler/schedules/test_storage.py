@@ -21,11 +21,10 @@ from scheduler.domain.policies import (
     BreakerPolicy,
     MisfirePolicy,
     OverlapPolicy,
-    RetryPolicy,
 )
 from scheduler.domain.schedule import Schedule
 from scheduler.service_layer.errors import VersionMismatch
-from tests.scheduler.definitions import definition
+from tests.scheduler.definitions import BASE, definition
 
 NOW = datetime(2026, 3, 8, 6, 59, 59, 123456, tzinfo=UTC)
 SECRET = "whsec_dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IG9mIDMyIGJ5dGVzISE="
@@ -50,7 +49,7 @@ def new_schedule(id_: str = "sch_1", tenant: str = "t1", at: datetime = NOW) -> 
             action=Action.WEBHOOK,
             target=Target("https://example.com/h", {"X-A": "1"}, 5),
             payload={"k": [1, 2, None]},
-            retry_policy=RetryPolicy(),
+            retry_policy=BASE.policies.retry_policy,
             misfire_policy=MisfirePolicy.FIRE_ALL,
             overlap_policy=OverlapPolicy.SKIP,
             breaker=BreakerPolicy(3),
