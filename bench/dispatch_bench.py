@@ -48,8 +48,7 @@ from authclient import AuthSettings
 from bench import pgqueuer_baseline
 from bench.cpu_meter import PostgresCpu, peak_rss_mib, process_cpu_seconds
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_tables import UNFINISHED_LIVE_SQL, delivery_attempts, runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import UNFINISHED_LIVE_SQL, delivery_attempts, runs, schedules
 from scheduler.bootstrap import Container, bootstrap, utc_now
 from scheduler.config import SchedulerSettings
 from scheduler.domain.run import Run, Trigger

@@ -17,8 +17,7 @@ import sqlalchemy as sa
 
 from bench.dispatch_bench import _add_schedules, _container, _databases, _reset
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.bootstrap import Container, utc_now
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due

@@ -134,7 +134,7 @@ def test_a_bad_value_is_one_line_naming_the_variable_not_the_value(
 
 def test_relay_settings_default_to_the_relay_config() -> None:
     from scheduler.adapters.events import RelayConfig
-    from scheduler.entrypoints.workers.relay import relay_config
+    from scheduler.bootstrap import relay_config
 
     assert relay_config(SchedulerSettings()) == RelayConfig()
 

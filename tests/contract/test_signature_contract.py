@@ -139,7 +139,13 @@ async def scheduler_delivery(
         active=True,
         deleted=False,
         target=Target(url=url, headers={"X-Team": "ops"}, timeout_seconds=5),
-        retry_policy=RetryPolicy(),
+        retry_policy=RetryPolicy(
+            max_attempts=5,
+            initial_backoff_seconds=10.0,
+            max_backoff_seconds=3600.0,
+            multiplier=2.0,
+            max_retry_duration_seconds=86_400.0,
+        ),
         overlap_policy=OverlapPolicy.ALLOW,
         secrets=(secret,),
     )

@@ -204,7 +204,7 @@ def test_every_kubernetes_object_named_exists() -> None:
 
 
 def test_every_table_and_metric_named_exists() -> None:
-    importlib.import_module("scheduler.adapters.db.run_tables")
+    importlib.import_module("scheduler.adapters.db.tables")
     from notification.adapters.tables import metadata as notification_tables
     from scheduler.adapters.db.tables import metadata as scheduler_tables
 

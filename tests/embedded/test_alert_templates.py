@@ -13,14 +13,12 @@ from scheduler.domain.breaker import PAUSED_REASON_BREAKER, breaker_alert, count
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
-    MisfirePolicy,
-    OverlapPolicy,
-    RetryPolicy,
 )
 from scheduler.domain.run import RunStatus
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements, QuotaViolation
 from scheduler.service_layer.quota import MAX_ALERT_SCHEDULES, quota_alert
+from tests.scheduler.definitions import definition
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -29,16 +27,12 @@ def schedule(i: int, threshold: int = 5) -> Schedule:
     return Schedule.create(
         id=f"sch_{i:04d}",
         tenant_id="t1",
-        name=f"report-{i} <b>",
-        cron="*/5 * * * *",
-        timezone="UTC",
-        action=Action.EVENT,
-        target=None,
-        payload=None,
-        retry_policy=RetryPolicy(),
-        misfire_policy=MisfirePolicy.FIRE_ONCE,
-        overlap_policy=OverlapPolicy.ALLOW,
-        breaker=BreakerPolicy(failure_threshold=threshold),
+        definition=definition(
+            name=f"report-{i} <b>",
+            cron="*/5 * * * *",
+            action=Action.EVENT,
+            breaker=BreakerPolicy(failure_threshold=threshold),
+        ),
         next_run_at=None,
         now=NOW,
     )

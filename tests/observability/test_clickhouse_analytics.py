@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import webhookdeliver as wd
 from eventbus import Record, decode
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
+from scheduler.adapters.db.tables import delivery_attempts, runs
 from scheduler.bootstrap import Container, make_relay
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.service_layer.planning_service import plan_due

@@ -167,7 +167,7 @@ class SqlDeliveryStore:
         async with self.engine.begin() as conn:
             if self._postgres:
                 return await self._complete_pg(conn, completions, now)
-            written = await self._write_owned_sqlite(conn, completions, now)
+            written = await self._settle_leased_sqlite(conn, completions, now)
             failing = await self._apply_streaks(conn, _changes_of(completions, written))
         return CompletionReport(written, failing)
 
@@ -187,7 +187,7 @@ class SqlDeliveryStore:
             )
         return CompletionReport(written, failing)
 
-    async def _write_owned_sqlite(
+    async def _settle_leased_sqlite(
         self, conn: AsyncConnection, completions: Sequence[DeliveryCompletion], now: datetime
     ) -> set[str]:
         written: set[str] = set()

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from scheduler.domain.events import SCHEDULE_TRIGGERED
 from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
 from servicekit.data.json_encoding import compact_json
 from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key, occurrence_headers
 
-EVENT_TYPE_TRIGGERED = "schedule.triggered"
 Clock = Callable[[], datetime]
 
 
@@ -60,7 +60,7 @@ class WebhookAction:
                 body=payload_bytes(run),
                 secrets=spec.secrets,
                 webhook_id=run.id,
-                event_type=EVENT_TYPE_TRIGGERED,
+                event_type=SCHEDULE_TRIGGERED,
                 attempt=attempt_number,
                 headers=spec.target.headers,
                 timeout_seconds=float(spec.target.timeout_seconds),

@@ -83,7 +83,7 @@ def count_finished_run(schedule: Schedule, run_status: RunStatus) -> bool:
     decision = after_run_finished(
         BreakerState(schedule.consecutive_failures),
         run_status,
-        schedule.breaker.failure_threshold,
+        schedule.definition.policies.breaker.failure_threshold,
     )
     schedule.consecutive_failures = decision.consecutive_failures
     return decision.trip and schedule.state is ScheduleState.ACTIVE and not schedule.is_deleted
@@ -110,12 +110,12 @@ def breaker_alert(schedule: Schedule, error: str, now: datetime) -> DomainEvent:
         template=TEMPLATE_AUTO_PAUSED,
         data={
             "schedule_id": schedule.id,
-            "schedule_name": schedule.name,
+            "schedule_name": schedule.definition.name,
             "last_error": error,
             "runs_path": f"/v1/schedules/{schedule.id}/runs",
             # How many failed in a row (the wording differs for one) and the threshold.
             "consecutive_failures": schedule.consecutive_failures,
-            "failure_threshold": schedule.breaker.failure_threshold,
+            "failure_threshold": schedule.definition.policies.breaker.failure_threshold,
             "resume_path": f"/v1/schedules/{schedule.id}/resume",
         },
         now=now,

@@ -10,6 +10,8 @@ from typing import Any
 
 SCHEDULE_EVENTS_TOPIC = "schedule-events"
 NOTIFICATION_REQUESTS_TOPIC = "notification-requests"
+SCHEDULE_TRIGGERED = "schedule.triggered"
+"""An `action=event` run's event (and a webhook delivery's X-Event-Type)."""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ DEFAULT_LOOKAHEAD = timedelta(seconds=60)
 DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)  # later than this, an occurrence counts as missed
 DEFAULT_MAX_PER_PASS = 1000  # rows per schedule per transaction; more_due says "plan again"
 MAX_LOOKAHEAD = timedelta(hours=1)  # beyond this, planned-ahead runs would pile up needlessly
+_ZERO = timedelta(0)
 
 NextAfter = Callable[[datetime], datetime | None]
 """The schedule's occurrence function: the first occurrence strictly after an instant, or None."""
@@ -130,6 +131,34 @@ def _aware(name: str, value: datetime) -> None:
         raise ValueError(f"{name} must be timezone-aware")
 
 
+def _check_bounds(
+    lookahead: timedelta,
+    misfire_grace: timedelta,
+    max_per_pass: int,
+    runs_allowed_today: int | None,
+) -> None:
+    if not _ZERO <= lookahead <= MAX_LOOKAHEAD:
+        raise ValueError(f"lookahead must be between 0 and {MAX_LOOKAHEAD}")
+    if misfire_grace < _ZERO:
+        raise ValueError("misfire_grace must be >= 0")
+    if max_per_pass < 1:
+        raise ValueError("max_per_pass must be >= 1")
+    if runs_allowed_today is not None and runs_allowed_today < 0:
+        raise ValueError("runs_allowed_today must be >= 0")
+
+
+def _next_of(next_after: NextAfter, t: datetime) -> datetime | None:
+    """`next_after(t)` in UTC, checked to move strictly forward."""
+    nxt = next_after(t)
+    if nxt is None:
+        return None
+    _aware("next_after(...)", nxt)
+    nxt = nxt.astimezone(UTC)
+    if nxt <= t:
+        raise ValueError(f"next_after({t.isoformat()}) returned {nxt.isoformat()}")
+    return nxt
+
+
 def plan_occurrences(
     state: PlanState,
     *,
@@ -148,22 +177,12 @@ def plan_occurrences(
     Raises ValueError if `next_after` does not move strictly forward.
     """
     _aware("now", now)
+    _check_bounds(lookahead, misfire_grace, max_per_pass, runs_allowed_today)
     # Compare instants in UTC only: Python compares two datetimes that share a tzinfo by wall time
     # and ignores `fold`, so in a repeated (fall-back) hour the second pass would look earlier.
     now = now.astimezone(UTC)
-    if not timedelta(0) <= lookahead <= MAX_LOOKAHEAD:
-        raise ValueError(f"lookahead must be between 0 and {MAX_LOOKAHEAD}")
-    if misfire_grace < timedelta(0):
-        raise ValueError("misfire_grace must be >= 0")
-    if max_per_pass < 1:
-        raise ValueError("max_per_pass must be >= 1")
-    if runs_allowed_today is not None and runs_allowed_today < 0:
-        raise ValueError("runs_allowed_today must be >= 0")
-
-    def missed(t: datetime) -> bool:
-        return now - t > misfire_grace
-
     horizon = now + lookahead
+    missed_before = now - misfire_grace  # an occurrence earlier than this was missed
     budget = runs_allowed_today
     unfinished = state.previous_run_unfinished
     out: list[PlannedOccurrence] = []
@@ -175,23 +194,17 @@ def plan_occurrences(
     if left is not None and left <= 0:
         t = None
     while t is not None and t <= horizon and len(out) < max_per_pass:
-        nxt = next_after(t) if left is None or len(out) + 1 < left else None
-        if nxt is not None:
-            _aware("next_after(...)", nxt)
-            nxt = nxt.astimezone(UTC)
-            if nxt <= t:
-                raise ValueError(f"next_after({t.isoformat()}) returned {nxt.isoformat()}")
-
+        nxt = _next_of(next_after, t) if left is None or len(out) + 1 < left else None
         reason: SkipReason | None = None
         if t <= now and tenant_suspended_at is not None and tenant_suspended_at(t):
             reason = SkipReason.TENANT_SUSPENDED
-        elif missed(t) and (
+        elif t < missed_before and (
             state.misfire_policy is MisfirePolicy.SKIP
+            # fire_once: not the latest missed one, since a later occurrence is missed too.
             or (
                 state.misfire_policy is MisfirePolicy.FIRE_ONCE
-                # Not the latest missed one: a later occurrence is missed too.
                 and nxt is not None
-                and missed(nxt)
+                and nxt < missed_before
             )
         ):
             reason = SkipReason.MISFIRE
@@ -199,7 +212,6 @@ def plan_occurrences(
             reason = SkipReason.OVERLAP
         elif budget is not None and budget <= 0:
             reason = SkipReason.QUOTA
-
         if reason is None:
             out.append(PlannedOccurrence(t, RunStatus.PENDING))
             unfinished = True
@@ -208,9 +220,5 @@ def plan_occurrences(
         else:
             out.append(PlannedOccurrence(t, RunStatus.SKIPPED, reason))
         t = nxt
-
-    return PlanningDecision(
-        occurrences=tuple(out),
-        next_run_at=t,
-        more_due=t is not None and t <= horizon,
-    )
+    more_due = t is not None and t <= horizon
+    return PlanningDecision(occurrences=tuple(out), next_run_at=t, more_due=more_due)

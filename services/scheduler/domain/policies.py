@@ -80,11 +80,13 @@ BREAKER_THRESHOLD_RANGE = (1, 1000)
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 5
-    initial_backoff_seconds: float = 10.0
-    max_backoff_seconds: float = 3600.0
-    multiplier: float = 2.0
-    max_retry_duration_seconds: float = 86_400.0
+    """Part of a schedule's definition (domain/definition.py): no defaults, the API has them."""
+
+    max_attempts: int
+    initial_backoff_seconds: float
+    max_backoff_seconds: float
+    multiplier: float
+    max_retry_duration_seconds: float
 
     def problems(self) -> list[tuple[str, str]]:
         """(field, reason) for every bound this policy breaks; empty when valid."""
@@ -113,7 +115,7 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class BreakerPolicy:
-    failure_threshold: int = 5
+    failure_threshold: int
 
     def problems(self) -> list[tuple[str, str]]:
         lo, hi = BREAKER_THRESHOLD_RANGE

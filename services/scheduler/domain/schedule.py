@@ -3,15 +3,17 @@
 Plain dataclass, no I/O. State changes go through methods that append DomainEvents to
 `self.events`; the unit of work writes them to the outbox in the same transaction.
 
+What the tenant declared is one value, `definition` (domain/definition.py: name, timing, action,
+run policies); the aggregate adds its life: state, version, next_run_at, planned_runs.
+
 `next_run_at` is the next occurrence not yet planned. It is computed by the service layer from the
 occurrence engine and handed in, so this module stays free of the engine's clock-free but costly
 parsing. A paused schedule has `next_run_at = None` (pausing means "no intent", DESIGN §6): resume
 recomputes it from the resume instant, so occurrences inside the pause are never planned.
 
-Timing (DESIGN.md §7a) is `cron` or `run_at` plus `dst_policy`, `start_at`, `end_at`,
-`max_runs` and `jitter_seconds` (`timing()`); `planned_runs` counts the occurrences planned so far
-(for max_runs). A schedule that can never fire again is `completed` (`complete()`, event
-`schedule.completed`); a change that makes occurrences possible again makes it active.
+`planned_runs` counts the occurrences planned so far (for the timing's max_runs). A schedule that
+can never fire again is `completed` (`complete()`, event `schedule.completed`); a change that
+makes occurrences possible again makes it active.
 
 `version` starts at 1 and grows by one on every change: it is the optimistic-concurrency token
 (the HTTP ETag) and the SQL repository updates a row only when the stored version matches.
@@ -20,30 +22,22 @@ Timing (DESIGN.md §7a) is `cron` or `run_at` plus `dst_policy`, `start_at`, `en
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
+from scheduler.domain.definition import ScheduleDefinition
+from scheduler.domain.definition import Target as Target  # re-exported for runs/rows.py
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.policies import (
-    Action,
-    BreakerPolicy,
-    DstPolicy,
-    MisfirePolicy,
-    OverlapPolicy,
-    RetryPolicy,
-    ScheduleState,
-)
+from scheduler.domain.policies import ScheduleState
 from scheduler.domain.timing import Timing
 from servicekit.data.ids import new_id
 from servicekit.data.timestamps import format_utc
 
 SCHEDULE_COMPLETED = "schedule.completed"
-MAX_DESCRIPTION_CHARS = 1000
-# The fields that decide when a schedule fires; changing one re-plans from now.
-TIMING_FIELDS = frozenset(
-    {"cron", "run_at", "timezone", "dst_policy", "start_at", "end_at", "max_runs"}
-)
+# The fields that decide when a schedule fires; changing one re-plans from now. Jitter is not
+# one: it moves a run's due_at, never which occurrences there are.
+TIMING_FIELDS = frozenset(f.name for f in fields(Timing)) - {"jitter_seconds"}
 
 
 class ScheduleError(Exception):
@@ -59,46 +53,20 @@ class ScheduleCompleted(ScheduleError):
     make occurrences possible again."""
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where a webhook schedule delivers. Headers never contain reserved names (checked at the
-    API edge with webhookdeliver.is_reserved_header)."""
-
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_seconds: int = 10
-
-
 @dataclass
 class Schedule:
     id: str
     tenant_id: str
-    name: str
-    cron: str | None
-    timezone: str
-    action: Action
-    target: Target | None
-    payload: Any
-    retry_policy: RetryPolicy
-    misfire_policy: MisfirePolicy
-    overlap_policy: OverlapPolicy
-    breaker: BreakerPolicy
+    definition: ScheduleDefinition
     state: ScheduleState
     paused_reason: str | None
     next_run_at: datetime | None
     created_at: datetime
     updated_at: datetime
-    version: int = 1
-    consecutive_failures: int = 0
-    deleted_at: datetime | None = None
-    description: str | None = None
-    dst_policy: DstPolicy = DstPolicy.SHIFT
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    run_at: datetime | None = None
-    jitter_seconds: int = 0
-    planned_runs: int = 0
+    version: int
+    consecutive_failures: int
+    deleted_at: datetime | None
+    planned_runs: int
     """Occurrences planned so far, skipped ones included (max_runs counts these)."""
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
 
@@ -109,66 +77,26 @@ class Schedule:
         *,
         id: str,
         tenant_id: str,
-        name: str,
-        cron: str | None,
-        timezone: str,
-        action: Action,
-        target: Target | None,
-        payload: Any,
-        retry_policy: RetryPolicy,
-        misfire_policy: MisfirePolicy,
-        overlap_policy: OverlapPolicy,
-        breaker: BreakerPolicy,
+        definition: ScheduleDefinition,
         next_run_at: datetime | None,
         now: datetime,
-        description: str | None = None,
-        dst_policy: DstPolicy = DstPolicy.SHIFT,
-        start_at: datetime | None = None,
-        end_at: datetime | None = None,
-        max_runs: int | None = None,
-        run_at: datetime | None = None,
-        jitter_seconds: int = 0,
     ) -> Schedule:
         schedule = cls(
             id=id,
             tenant_id=tenant_id,
-            name=name,
-            cron=cron,
-            timezone=timezone,
-            action=action,
-            target=target,
-            payload=payload,
-            retry_policy=retry_policy,
-            misfire_policy=misfire_policy,
-            overlap_policy=overlap_policy,
-            breaker=breaker,
+            definition=definition,
             state=ScheduleState.ACTIVE,
             paused_reason=None,
             next_run_at=next_run_at,
             created_at=now,
             updated_at=now,
-            description=description,
-            dst_policy=dst_policy,
-            start_at=start_at,
-            end_at=end_at,
-            max_runs=max_runs,
-            run_at=run_at,
-            jitter_seconds=jitter_seconds,
+            version=1,
+            consecutive_failures=0,
+            deleted_at=None,
+            planned_runs=0,
         )
         schedule._record("schedule.created", now)
         return schedule
-
-    def timing(self) -> Timing:
-        return Timing(
-            timezone=self.timezone,
-            cron=self.cron,
-            run_at=self.run_at,
-            dst_policy=self.dst_policy,
-            start_at=self.start_at,
-            end_at=self.end_at,
-            max_runs=self.max_runs,
-            jitter_seconds=self.jitter_seconds,
-        )
 
     # ---- behaviour ----------------------------------------------------------------------------
     @property
@@ -178,31 +106,12 @@ class Schedule:
     def update(
         self, changes: Mapping[str, Any], *, next_run_at: datetime | None, now: datetime
     ) -> None:
-        """Apply field changes (already validated); `next_run_at` is what the caller computed for
-        the resulting timing (ignored while paused). A completed schedule whose timing changed
-        becomes active again when `next_run_at` is not None. A no-op change still bumps the
-        version, so a client's If-Match sequence stays simple."""
+        """Apply definition fields by their flat names (already validated); `next_run_at` is what
+        the caller computed for the resulting timing (ignored while paused). A completed schedule
+        whose timing changed becomes active again when `next_run_at` is not None. A no-op change
+        still bumps the version, so a client's If-Match sequence stays simple."""
         self._ensure_alive()
-        allowed = {
-            "name",
-            "cron",
-            "timezone",
-            "action",
-            "target",
-            "payload",
-            "retry_policy",
-            "misfire_policy",
-            "overlap_policy",
-            "breaker",
-            "description",
-            "jitter_seconds",
-            *TIMING_FIELDS,
-        }
-        unknown = set(changes) - allowed
-        if unknown:
-            raise ValueError(f"not updatable: {sorted(unknown)}")
-        for name, value in changes.items():
-            setattr(self, name, value)
+        self.definition = self.definition.with_changes(changes)
         reopened = (
             self.state is ScheduleState.COMPLETED
             and bool(TIMING_FIELDS & set(changes))
@@ -283,12 +192,14 @@ class Schedule:
         self.version += 1
 
     def _record(self, type_: str, now: datetime, extra: Mapping[str, Any] | None = None) -> None:
+        definition = self.definition
+        timing = definition.timing
         data: dict[str, Any] = {
-            "name": self.name,
-            "cron": self.cron,
-            "run_at": None if self.run_at is None else format_utc(self.run_at),
-            "timezone": self.timezone,
-            "action": self.action.value,
+            "name": definition.name,
+            "cron": timing.cron,
+            "run_at": None if timing.run_at is None else format_utc(timing.run_at),
+            "timezone": timing.timezone,
+            "action": definition.action.value,
             "state": self.state.value,
             "paused_reason": self.paused_reason,
             "version": self.version,

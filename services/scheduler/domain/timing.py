@@ -43,14 +43,16 @@ class InvalidTiming(ValueError):
 
 @dataclass(frozen=True)
 class Timing:
+    """When a schedule fires; part of its definition (domain/definition.py), so no defaults."""
+
     timezone: str
-    cron: str | None = None
-    run_at: datetime | None = None
-    dst_policy: DstPolicy = DstPolicy.SHIFT
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    jitter_seconds: int = 0
+    cron: str | None
+    run_at: datetime | None
+    dst_policy: DstPolicy
+    start_at: datetime | None
+    end_at: datetime | None
+    max_runs: int | None
+    jitter_seconds: int
 
     def compile(self) -> CompiledTiming:
         """Parse the expression and zone; raises InvalidTiming (field cron, run_at or timezone)."""
@@ -74,7 +76,7 @@ def _utc(value: datetime | None) -> datetime | None:
 class CompiledTiming:
     """Occurrences of a Timing within its bounds. Immutable; safe to share and cache."""
 
-    __slots__ = ("_end", "_run_at", "_start", "recurrence", "timing")
+    __slots__ = ("_end", "_run_at", "_start", "_unbounded", "recurrence", "timing")
 
     def __init__(self, timing: Timing, recurrence: Recurrence | None) -> None:
         self.timing = timing
@@ -83,6 +85,10 @@ class CompiledTiming:
         self._end = _utc(timing.end_at)
         run_at = _utc(timing.run_at)
         self._run_at = None if run_at is None else run_at.replace(microsecond=0)
+        # The recurrence's own occurrences, unchanged: next_after asks the engine directly.
+        self._unbounded = recurrence is not None and (
+            timing.start_at is None and timing.end_at is None and timing.max_runs is None
+        )
 
     def iter_after(self, after: datetime, planned_runs: int = 0) -> Iterator[datetime]:
         """Occurrences strictly after `after` within the bounds, given `planned_runs` already
@@ -112,6 +118,9 @@ class CompiledTiming:
                     return
 
     def next_after(self, after: datetime, planned_runs: int = 0) -> datetime | None:
+        if self._unbounded:  # the planner asks once per schedule and pass
+            assert self.recurrence is not None
+            return self.recurrence.next_after(after)
         return next(self.iter_after(after, planned_runs), None)
 
     def first_after(self, now: datetime, planned_runs: int = 0) -> datetime | None:
@@ -133,6 +142,8 @@ class CompiledTiming:
 
     def due_at(self, schedule_id: str, scheduled_for: datetime) -> datetime:
         """`scheduled_for` plus this schedule's deterministic jitter offset."""
+        if self.timing.jitter_seconds <= 0:
+            return scheduled_for
         return scheduled_for + timedelta(
             seconds=jitter_offset(schedule_id, scheduled_for, self.timing.jitter_seconds)
         )

@@ -83,17 +83,19 @@ async def backfill(
     occurrences = _occurrences_in(schedule, after, until)
     async with uows() as uow:
         current = await _schedule(uow, tenant_id, schedule_id)
-        if current.timing() != schedule.timing():  # changed meanwhile: the new timing counts
+        # Changed meanwhile: the new timing counts.
+        if current.definition.timing != schedule.definition.timing:
             occurrences = _occurrences_in(current, after, until)
         schedule = current
+        zone, payload = schedule.definition.timing.timezone, schedule.definition.payload
         have = await uow.runs.occurrences_with_runs(tenant_id, schedule.id, after, until)
         items = [BackfillItem(o, o.at in have) for o in occurrences]
         existing = sum(i.exists for i in items)
         if dry_run:
-            return BackfillResult(items, 0, existing, schedule.timezone)
+            return BackfillResult(items, 0, existing, zone)
         backfill_id = new_id("bfl", at=now) if include_existing else ONCE
         new_runs = [
-            _backfill_run(tenant_id, schedule.id, i.occurrence.at, now, schedule.payload)
+            _backfill_run(tenant_id, schedule.id, i.occurrence.at, now, payload)
             for i in items
             if include_existing or not i.exists
         ]
@@ -105,7 +107,7 @@ async def backfill(
     if wake is not None and created:
         wake()
     # A run a concurrent twin request inserted first counts as existing.
-    return BackfillResult(items, created, existing + len(new_runs) - created, schedule.timezone)
+    return BackfillResult(items, created, existing + len(new_runs) - created, zone)
 
 
 async def _schedule(uow: UnitOfWork, tenant_id: str, schedule_id: str) -> Schedule:
@@ -121,7 +123,7 @@ def _occurrences_in(
     """The annotated occurrences in (after, until]; refused beyond MAX_BACKFILL_OCCURRENCES.
     The walk stops at `until` and one past the limit: a request costs at most that many."""
     found = annotated_occurrences(
-        compile_timing(schedule.timing()),
+        compile_timing(schedule.definition.timing),
         schedule_id=schedule.id,
         after=after,
         count=MAX_BACKFILL_OCCURRENCES + 1,

@@ -29,13 +29,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventbus import EnvelopeError, Message, Publisher, PublishError, encode, envelope
-from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
+from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC, SCHEDULE_TRIGGERED
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionResult, DeliverySpec
 from servicekit.data.ids import is_id, stable_id
 from webhookdeliver import bound_error_message
-
-SCHEDULE_TRIGGERED = "schedule.triggered"
 
 # Bound on one attempt (seconds). The Kafka publisher bounds itself too (request timeout + 5 s);
 # this also bounds any other Publisher.

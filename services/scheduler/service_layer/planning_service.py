@@ -20,7 +20,7 @@ transaction) turns pending runs beyond it into `skipped` (`quota`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
@@ -37,7 +37,6 @@ from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.tenant import quota_day, runs_remaining
 from scheduler.domain.timing import CompiledTiming, Timing
 from scheduler.service_layer.run_ports import (
-    NeverSuspended,
     PlanUpdate,
     RunRepository,
     ScheduleToPlan,
@@ -88,96 +87,127 @@ async def plan_due(
 ) -> PlanningReport:
     """One planning pass at `now`."""
     cfg = settings or PlanningSettings()
-    tenant_status = tenants or NeverSuspended()
     async with uows() as uow:
         tx = uow.runs
         due = await tx.lock_due_schedules(now + cfg.lookahead, cfg.batch)
         if not due:
             return PlanningReport(0, 0, None, False)
-        needs_overlap = [s.id for s in due if s.overlap_policy is OverlapPolicy.SKIP]
+        overlap_skip = OverlapPolicy.SKIP
+        needs_overlap = [s.id for s in due if s.definition.policies.overlap_policy is overlap_skip]
         unfinished = await tx.unfinished_schedule_ids(needs_overlap)
         budgets = (
-            await _DailyBudgets.load(tx, tenant_status, [s.tenant_id for s in due], now, cfg)
+            await _DailyBudgets.load(tx, tenants, [s.tenant_id for s in due], now, cfg)
             if tenants is not None
             else None
         )
-        new_runs: list[Run] = []
-        planned: list[tuple[ScheduleToPlan, CompiledTiming, datetime | None, list[Run]]] = []
-        updates: list[PlanUpdate] = []
-        completed: list[str] = []
-        more_due = len(due) >= cfg.batch
-        for s in due:
-            try:
-                timing = timing_of(s.timing())
-            except ValueError:
-                # A stored expression the engine now refuses: stop planning it (no runs),
-                # rather than failing every pass for every tenant.
-                updates.append(PlanUpdate(s.id, None))
-                continue
-            plan = partial(
-                plan_occurrences,
-                now=now,
-                next_after=timing.next_after,
-                misfire_grace=cfg.misfire_grace,
-                tenant_suspended_at=partial(_suspended, tenant_status, s.tenant_id),
-            )
-            state = PlanState(
-                next_run_at=s.next_run_at,
-                misfire_policy=s.misfire_policy,
-                overlap_policy=s.overlap_policy,
-                previous_run_unfinished=s.id in unfinished,
-                runs_left=None if s.max_runs is None else s.max_runs - s.planned_runs,
-            )
-            if budgets is None:
-                decision = plan(state, lookahead=cfg.lookahead, max_per_pass=cfg.max_per_pass)
-            else:
-                decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
-            made: list[Run] = []
-            for occurrence in decision.occurrences:
-                to_send = occurrence.status is RunStatus.PENDING
-                made.append(
-                    occurrence.to_run(
-                        tenant_id=s.tenant_id,
-                        schedule_id=s.id,
-                        now=now,
-                        payload=s.payload if to_send else None,
-                        due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
-                    )
-                )
-            new_runs.extend(made)
-            planned.append((s, timing, decision.next_run_at, made))
-            more_due = more_due or decision.more_due
+        passes = [_plan_schedule(s, now, cfg, s.id in unfinished, budgets) for s in due]
+        new_runs = [run for p in passes for run in p.runs]
         # An occurrence already planned (next_run_at moved back over it) is not inserted again:
         # only the new rows count toward max_runs and record events.
         new_ids = await tx.insert_new_runs(new_runs)
-        inserted = [r for r in new_runs if r.id in new_ids]
-        for s, timing, next_run_at, made in planned:
-            count = sum(1 for r in made if r.id in new_ids)
-            if (
-                next_run_at is None
-                and count < len(made)
-                and s.max_runs is not None
-                and s.planned_runs + count < s.max_runs
-            ):
-                # max_runs ended the pass, but duplicates used some of its slots: not reached.
-                next_run_at = timing.next_after(made[-1].scheduled_for)
-                more_due = True
-            updates.append(PlanUpdate(s.id, next_run_at, count))
-            if next_run_at is None:
-                completed.append(s.id)
+        updates = [p.update(new_ids) for p in passes]
         await tx.set_next_run_at(updates)
         # Rare (bounds, max_runs or a one-shot reached): the aggregate records schedule.completed.
+        completed = [p.schedule.id for p in passes if p.completes()]
         for schedule in (await uow.schedules.lock(completed)).values():
             schedule.complete(now)
             await uow.schedules.save(schedule)
+        inserted = [r for r in new_runs if r.id in new_ids]
         # Runs skipped at plan time record schedule.run.skipped; it goes out with their rows.
         for run in inserted:
             for event in run.events:
                 uow.add_event(event)
             run.events.clear()
         await uow.commit()
+    more_due = len(due) >= cfg.batch or any(p.more_due for p in passes)
     pending = [r.scheduled_for for r in inserted if r.status is RunStatus.PENDING]
     return PlanningReport(len(due), len(inserted), min(pending) if pending else None, more_due)
+
+
+@dataclass
+class _SchedulePlan:
+    """One schedule's share of a pass: the runs it decided and where it leaves next_run_at."""
+
+    schedule: ScheduleToPlan
+    timing: CompiledTiming | None
+    """None: its stored timing no longer compiles, so it is not planned any more."""
+    next_run_at: datetime | None
+    runs: list[Run]
+    more_due: bool
+
+    def update(self, new_ids: set[str]) -> PlanUpdate:
+        """What the pass stores, once the inserts said which runs were new (`new_ids`)."""
+        count = sum(1 for r in self.runs if r.id in new_ids)
+        max_runs = self.schedule.definition.timing.max_runs
+        if (
+            self.timing is not None
+            and self.next_run_at is None
+            and count < len(self.runs)
+            and max_runs is not None
+            and self.schedule.planned_runs + count < max_runs
+        ):
+            # max_runs ended the pass, but duplicates used some of its slots: not reached.
+            self.next_run_at = self.timing.next_after(self.runs[-1].scheduled_for)
+            self.more_due = True
+        return PlanUpdate(self.schedule.id, self.next_run_at, count)
+
+    def completes(self) -> bool:
+        """No occurrence is left (after `update`); not a schedule whose timing broke."""
+        return self.timing is not None and self.next_run_at is None
+
+
+def _plan_schedule(
+    s: ScheduleToPlan,
+    now: datetime,
+    cfg: PlanningSettings,
+    unfinished: bool,
+    budgets: _DailyBudgets | None,
+) -> _SchedulePlan:
+    try:
+        timing = timing_of(s.definition.timing)
+    except ValueError:
+        # A stored expression the engine now refuses: stop planning it (no runs),
+        # rather than failing every pass for every tenant.
+        return _SchedulePlan(s, None, None, [], False)
+    policies, max_runs = s.definition.policies, s.definition.timing.max_runs
+    state = PlanState(
+        next_run_at=s.next_run_at,
+        misfire_policy=policies.misfire_policy,
+        overlap_policy=policies.overlap_policy,
+        previous_run_unfinished=unfinished,
+        runs_left=None if max_runs is None else max_runs - s.planned_runs,
+    )
+    if budgets is None:  # no tenant projection: nobody is suspended, no daily budget
+        decision = plan_occurrences(
+            state,
+            now=now,
+            next_after=timing.next_after,
+            lookahead=cfg.lookahead,
+            misfire_grace=cfg.misfire_grace,
+            max_per_pass=cfg.max_per_pass,
+        )
+    else:
+        plan = partial(
+            plan_occurrences,
+            now=now,
+            next_after=timing.next_after,
+            misfire_grace=cfg.misfire_grace,
+            tenant_suspended_at=partial(_suspended, budgets.tenants, s.tenant_id),
+        )
+        decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
+    runs: list[Run] = []
+    for occurrence in decision.occurrences:
+        to_send = occurrence.status is RunStatus.PENDING
+        runs.append(
+            occurrence.to_run(
+                tenant_id=s.tenant_id,
+                schedule_id=s.id,
+                now=now,
+                payload=s.definition.payload if to_send else None,
+                due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
+            )
+        )
+    return _SchedulePlan(s, timing, decision.next_run_at, runs, decision.more_due)
 
 
 class _DailyBudgets:
@@ -186,7 +216,14 @@ class _DailyBudgets:
     up to the day's end with today's budget, then the rest of the look-ahead with tomorrow's, so
     no run is charged to the wrong day and the planner never stalls before midnight."""
 
-    def __init__(self, today_end: datetime, today: dict[str, int], tomorrow: dict[str, int]):
+    def __init__(
+        self,
+        tenants: TenantStatus,
+        today_end: datetime,
+        today: dict[str, int],
+        tomorrow: dict[str, int],
+    ):
+        self.tenants = tenants
         self.today_end = today_end
         self.today = today
         self.tomorrow = tomorrow
@@ -208,7 +245,7 @@ class _DailyBudgets:
         if now + cfg.lookahead >= end:
             used = await tx.count_runs_by_tenant(ids, end, quota_day(end)[1])
             tomorrow = {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
-        return cls(end, today, tomorrow)
+        return cls(tenants, end, today, tomorrow)
 
     def plan(
         self,
@@ -234,10 +271,9 @@ class _DailyBudgets:
         if room < 1:
             return PlanningDecision(first.occurrences, first.next_run_at, more_due=True)
         second = plan(
-            PlanState(
+            replace(
+                state,
                 next_run_at=first.next_run_at,
-                misfire_policy=state.misfire_policy,
-                overlap_policy=state.overlap_policy,
                 previous_run_unfinished=state.previous_run_unfinished or first.pending_count > 0,
                 runs_left=None
                 if state.runs_left is None

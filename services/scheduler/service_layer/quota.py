@@ -105,12 +105,13 @@ def _min_interval(cron: str | None, timezone: str, dst_policy: DstPolicy) -> int
 def _usage(schedule: Schedule, ent: Entitlements) -> ScheduleUsage:
     interval = None
     if ent.min_interval_seconds > ENGINE_MIN_INTERVAL_SECONDS:
-        interval = _min_interval(schedule.cron, schedule.timezone, schedule.dst_policy)
+        timing = schedule.definition.timing
+        interval = _min_interval(timing.cron, timing.timezone, timing.dst_policy)
     return ScheduleUsage(
         schedule_id=schedule.id,
         created_at=schedule.created_at,
         active=schedule.state is ScheduleState.ACTIVE and not schedule.is_deleted,
-        payload_bytes=payload_bytes(schedule.payload),
+        payload_bytes=payload_bytes(schedule.definition.payload),
         min_interval_seconds=interval,
     )
 
@@ -127,7 +128,7 @@ def quota_alert(
     listed = [
         {
             "schedule_id": s.id,
-            "schedule_name": s.name,
+            "schedule_name": s.definition.name,
             "limit": v.key,
             "limit_value": v.limit,
             "current": v.current,
@@ -142,7 +143,7 @@ def quota_alert(
         template=TEMPLATE_QUOTA_PAUSED,
         data={
             "schedule_id": first.id,
-            "schedule_name": first.name,
+            "schedule_name": first.definition.name,
             "paused_count": len(paused),
             "schedules": listed,
             "limits": ent.as_dict(),

@@ -31,14 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from scheduler.domain.definition import ScheduleDefinition, Target
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.policies import Action, DstPolicy, MisfirePolicy, OverlapPolicy, RetryPolicy
+from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus, Trigger
-from scheduler.domain.schedule import Target
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
-from scheduler.domain.timing import Timing
 
 
 @dataclass(frozen=True)
@@ -47,31 +46,9 @@ class ScheduleToPlan:
 
     id: str
     tenant_id: str
-    cron: str | None
-    timezone: str
-    misfire_policy: MisfirePolicy
-    overlap_policy: OverlapPolicy
+    definition: ScheduleDefinition
     next_run_at: datetime
-    payload: Any
-    dst_policy: DstPolicy = DstPolicy.SHIFT
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    run_at: datetime | None = None
-    jitter_seconds: int = 0
-    planned_runs: int = 0
-
-    def timing(self) -> Timing:
-        return Timing(
-            timezone=self.timezone,
-            cron=self.cron,
-            run_at=self.run_at,
-            dst_policy=self.dst_policy,
-            start_at=self.start_at,
-            end_at=self.end_at,
-            max_runs=self.max_runs,
-            jitter_seconds=self.jitter_seconds,
-        )
+    planned_runs: int
 
 
 @dataclass(frozen=True)

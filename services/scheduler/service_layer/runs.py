@@ -50,7 +50,7 @@ async def trigger_run(
         if schedule is None:
             raise NotFound("schedule", schedule_id)
         run = await _insert_now(
-            uow, tenant_id, schedule_id, Trigger.MANUAL, schedule.payload, clock
+            uow, tenant_id, schedule_id, Trigger.MANUAL, schedule.definition.payload, clock
         )
     if wake is not None:
         wake()

@@ -5,26 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.domain.policies import (
-    Action,
-    BreakerPolicy,
-    DstPolicy,
-    MisfirePolicy,
-    OverlapPolicy,
-    RetryPolicy,
-    ScheduleState,
-)
+from scheduler.domain.definition import ScheduleDefinition
+from scheduler.domain.policies import ScheduleState
 from scheduler.domain.retime import retime
-from scheduler.domain.schedule import (
-    TIMING_FIELDS,
-    Schedule,
-    ScheduleDeleted,
-    Target,
-)
+from scheduler.domain.schedule import TIMING_FIELDS, Schedule, ScheduleDeleted
 from scheduler.domain.tenant import Entitlements, check_schedule_count
 from scheduler.domain.timing import (
     AnnotatedOccurrence,
@@ -60,41 +48,6 @@ PREVIEW_SCHEDULE_ID = "sch_preview"
 
 LimitsProvider = Callable[[str], Entitlements]
 """A tenant's effective limits (the tenant projection cache's `entitlements`)."""
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """A complete, shape-valid schedule definition (the API builds it from the request body)."""
-
-    name: str
-    cron: str | None
-    timezone: str
-    action: Action
-    target: Target | None
-    payload: Any = None
-    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
-    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
-    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
-    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
-    description: str | None = None
-    dst_policy: DstPolicy = DstPolicy.SHIFT
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    run_at: datetime | None = None
-    jitter_seconds: int = 0
-
-    def timing(self) -> Timing:
-        return Timing(
-            timezone=self.timezone,
-            cron=self.cron,
-            run_at=self.run_at,
-            dst_policy=self.dst_policy,
-            start_at=self.start_at,
-            end_at=self.end_at,
-            max_runs=self.max_runs,
-            jitter_seconds=self.jitter_seconds,
-        )
 
 
 @dataclass(frozen=True)
@@ -134,67 +87,17 @@ def compile_timing(timing: Timing) -> CompiledTiming:
 
 
 def _check_rules(
-    spec: ScheduleSpec, timing: CompiledTiming, limits: Entitlements, now: datetime
+    definition: ScheduleDefinition, timing: CompiledTiming, limits: Entitlements, now: datetime
 ) -> None:
     """Cross-field and policy rules the request shape cannot express."""
-    if spec.action is Action.WEBHOOK and spec.target is None:
-        raise InvalidInput("target", "is required when action is 'webhook'")
-    if spec.action is Action.EVENT and spec.target is not None:
-        raise InvalidInput("target", "must be absent when action is 'event'")
-    for name, reason in spec.retry_policy.problems():
-        raise InvalidInput(f"retry_policy.{name}", reason)
-    for name, reason in spec.breaker.problems():
-        raise InvalidInput(f"breaker.{name}", reason)
-    check_definition(limits, recurrence=timing.recurrence, payload=spec.payload, since=now)
-
-
-def _spec_fields(spec: ScheduleSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "cron": spec.cron,
-        "timezone": spec.timezone,
-        "action": spec.action,
-        "target": spec.target,
-        "payload": spec.payload,
-        "retry_policy": spec.retry_policy,
-        "misfire_policy": spec.misfire_policy,
-        "overlap_policy": spec.overlap_policy,
-        "breaker": spec.breaker,
-        "description": spec.description,
-        "dst_policy": spec.dst_policy,
-        "start_at": spec.start_at,
-        "end_at": spec.end_at,
-        "max_runs": spec.max_runs,
-        "run_at": spec.run_at,
-        "jitter_seconds": spec.jitter_seconds,
-    }
-
-
-def _spec_of(schedule: Schedule) -> ScheduleSpec:
-    return ScheduleSpec(
-        name=schedule.name,
-        cron=schedule.cron,
-        timezone=schedule.timezone,
-        action=schedule.action,
-        target=schedule.target,
-        payload=schedule.payload,
-        retry_policy=schedule.retry_policy,
-        misfire_policy=schedule.misfire_policy,
-        overlap_policy=schedule.overlap_policy,
-        breaker=schedule.breaker,
-        description=schedule.description,
-        dst_policy=schedule.dst_policy,
-        start_at=schedule.start_at,
-        end_at=schedule.end_at,
-        max_runs=schedule.max_runs,
-        run_at=schedule.run_at,
-        jitter_seconds=schedule.jitter_seconds,
-    )
+    for name, reason in definition.problems():
+        raise InvalidInput(name, reason)
+    check_definition(limits, recurrence=timing.recurrence, payload=definition.payload, since=now)
 
 
 async def create_schedule(
     uow: UnitOfWork,
-    spec: ScheduleSpec,
+    definition: ScheduleDefinition,
     *,
     tenant_id: str,
     clock: Clock,
@@ -207,13 +110,13 @@ async def create_schedule(
     (`replayed=True`, same secret: the client may have lost the first response); the same key
     with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
     now = clock()
-    timing = validate_timing(spec.timing(), now)
-    _check_rules(spec, timing, limits, now)
+    timing = validate_timing(definition.timing, now)
+    _check_rules(definition, timing, limits, now)
     for attempt in range(2):
         try:
             return await _create_once(
                 uow,
-                spec,
+                definition,
                 timing,
                 tenant_id,
                 clock,
@@ -230,7 +133,7 @@ async def create_schedule(
 
 async def _create_once(
     uow: UnitOfWork,
-    spec: ScheduleSpec,
+    definition: ScheduleDefinition,
     timing: CompiledTiming,
     tenant_id: str,
     clock: Clock,
@@ -257,9 +160,9 @@ async def _create_once(
         schedule = Schedule.create(
             id=new_id("sch", at=now),
             tenant_id=tenant_id,
+            definition=definition,
             next_run_at=timing.first_after(now),
             now=now,
-            **_spec_fields(spec),
         )
         secret = new_secret()
         await uow.schedules.add(schedule, secret)
@@ -321,14 +224,14 @@ async def update_schedule(
         if retimed:
             schedule = await _relock(uow, schedule)
         _check_version(schedule, expected_version)
-        spec = ScheduleSpec(**{**_spec_fields(_spec_of(schedule)), **changes})
+        definition = schedule.definition.with_changes(changes)
         now = clock()
         ahead: list[datetime] = []
         if retimed:
             ahead = await uow.runs.unattempted_planned_after(tenant_id, schedule.id, now)
         counted = max(0, schedule.planned_runs - len(ahead))
-        timing = validate_timing(spec.timing(), now, planned_runs=counted, new=retimed)
-        _check_rules(spec, timing, limits, now)
+        timing = validate_timing(definition.timing, now, planned_runs=counted, new=retimed)
+        _check_rules(definition, timing, limits, now)
         # Only a new timing moves the plan position; otherwise keep it, so an occurrence the
         # planner has not reached yet is not skipped by an unrelated edit.
         if retimed:
@@ -388,13 +291,13 @@ async def resume_schedule(
             raise ScheduleIsCompleted(schedule.id)
         if schedule.state is ScheduleState.PAUSED:
             now = clock()
-            timing = compile_timing(schedule.timing())
+            timing = compile_timing(schedule.definition.timing)
             if limits is not None:
                 check_resume(
                     limits,
                     live_count=await uow.schedules.count_live(tenant_id),
                     recurrence=timing.recurrence,
-                    payload=schedule.payload,
+                    payload=schedule.definition.payload,
                     since=now,
                 )
             schedule.resume(timing.first_after(now, schedule.planned_runs), now)
@@ -454,9 +357,9 @@ async def preview_occurrences(
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         ahead = 0
-        if schedule.max_runs is not None:
+        if schedule.definition.timing.max_runs is not None:
             ahead = await uow.runs.planned_after(tenant_id, schedule.id, now)
-    timing = compile_timing(schedule.timing())
+    timing = compile_timing(schedule.definition.timing)
     items = annotated_occurrences(
         timing,
         schedule_id=schedule.id,
@@ -532,7 +435,6 @@ __all__ = [
     "Created",
     "Page",
     "ScheduleDeleted",
-    "ScheduleSpec",
     "create_schedule",
     "delete_schedule",
     "get_schedule",

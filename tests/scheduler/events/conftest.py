@@ -23,12 +23,12 @@ from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import Action
 from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer.schedules import (
-    ScheduleSpec,
     create_schedule,
     pause_schedule,
     resume_schedule,
 )
 from tests.scheduler.conftest import StepClock
+from tests.scheduler.definitions import definition
 from tests.support.kafka import kafka_bootstrap, tansu_broker  # noqa: F401  (pytest fixtures)
 
 LIMITS = Entitlements(max_schedules=10_000)
@@ -47,7 +47,7 @@ class Store:
     async def create(self, name: str, tenant: str = "tenant-a", payload: object = None) -> str:
         created = await create_schedule(
             self.uows(),
-            ScheduleSpec(
+            definition(
                 name=name,
                 cron="*/5 * * * *",
                 timezone="Europe/Berlin",

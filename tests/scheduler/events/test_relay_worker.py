@@ -14,8 +14,9 @@ from scheduler.config import SchedulerSettings
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
 from scheduler.domain.policies import Action
 from scheduler.domain.tenant import Entitlements
-from scheduler.service_layer.schedules import ScheduleSpec, create_schedule
+from scheduler.service_layer.schedules import create_schedule
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, StepClock
+from tests.scheduler.definitions import definition
 
 
 async def test_worker_relays_what_the_containers_unit_of_work_wrote(tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ async def test_worker_relays_what_the_containers_unit_of_work_wrote(tmp_path: Pa
     try:
         created = await create_schedule(
             container.uow_factory(),
-            ScheduleSpec(
+            definition(
                 name="nightly", cron="0 3 * * *", timezone="UTC", action=Action.EVENT, target=None
             ),
             tenant_id="tenant-a",

@@ -13,8 +13,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
+from scheduler.adapters.db.tables import (
+    delivery_attempts,
+    idempotency_keys,
+    outbox,
+    runs,
+    schedules,
+)
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox

@@ -17,8 +17,13 @@ from scheduler.adapters.db.retention_store import (
     sent_outbox_batch,
     terminal_runs_batch,
 )
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
+from scheduler.adapters.db.tables import (
+    delivery_attempts,
+    idempotency_keys,
+    outbox,
+    runs,
+    schedules,
+)
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
-from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.bootstrap import retention_policy, retention_worker

@@ -19,6 +19,7 @@ from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, bootstrap, utc_now
 from scheduler.config import SchedulerSettings
+from scheduler.domain.definition import Target
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
@@ -26,12 +27,12 @@ from scheduler.domain.policies import (
     OverlapPolicy,
     RetryPolicy,
 )
-from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.service_layer import schedules as schedule_svc
-from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import HS256_KEY, SECRET_KEY, T0, ManualClock
+from tests.scheduler.definitions import definition
 
 __all__ = ["T0", "ManualClock"]  # re-exported: the run tests import them from here
 from tests.scheduler.runs.receiver import Receiver
@@ -150,17 +151,21 @@ async def add_schedule(
     timeout_seconds: int = 10,
     action: Action = Action.WEBHOOK,
 ) -> Schedule:
-    spec = ScheduleSpec(
+    spec = definition(
         name=name,
         cron=cron,
         timezone="UTC",
         action=action,
-        target=None if url is None else Target(url=url, timeout_seconds=timeout_seconds),
+        target=None
+        if url is None
+        else Target(url=url, headers={}, timeout_seconds=timeout_seconds),
         payload={"job": name} if payload is None else payload,
         retry_policy=RetryPolicy(
             max_attempts=max_attempts,
             initial_backoff_seconds=initial_backoff,
             max_backoff_seconds=max(initial_backoff, 60.0),
+            multiplier=2.0,
+            max_retry_duration_seconds=86_400.0,
         ),
         misfire_policy=misfire,
         overlap_policy=overlap,

@@ -8,8 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.adapters.actions import ActionRouter, WebhookAction
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import delivery_attempts, outbox, runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run

@@ -1,7 +1,7 @@
 """Claim-time decisions (domain/claiming.py), pure: no database, no clock."""
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -26,6 +26,7 @@ from scheduler.domain.run import (
     SkipReason,
     Trigger,
 )
+from tests.scheduler.definitions import BASE
 
 T0 = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=1)
@@ -37,7 +38,9 @@ class Spec:
     active: bool = True
     deleted: bool = False
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
-    retry_policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=3))
+    retry_policy: RetryPolicy = field(
+        default_factory=lambda: replace(BASE.policies.retry_policy, max_attempts=3)
+    )
     endpoint: str | None = "hooks.example.com:443"
 
 

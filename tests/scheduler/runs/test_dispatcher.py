@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_tables import delivery_attempts
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import delivery_attempts, outbox, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import SCHEDULE_EVENTS_TOPIC
@@ -187,12 +187,12 @@ async def test_every_trigger_counts_for_the_breaker_and_success_resets_it(
     await step(d)
     row = await schedule_row(container, s.id)
     assert (row.consecutive_failures, row.state) == (2, "active")  # manual runs count too
-    assert s.target is not None
+    assert s.definition.target is not None
     await schedule_svc.update_schedule(
         container.uow_factory(),
         tenant_id="tenant-a",
         schedule_id=s.id,
-        changes={"target": type(s.target)(url=receiver.url("/ok"))},
+        changes={"target": replace(s.definition.target, url=receiver.url("/ok"))},
         expected_version=None,
         clock=mclock,
         limits=Entitlements(min_interval_seconds=60),

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from aiohttp import web
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.runs.rows import run_to_row
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy

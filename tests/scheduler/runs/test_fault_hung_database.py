@@ -26,8 +26,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.policies import MisfirePolicy
@@ -211,7 +210,7 @@ async def test_hung_database_readyz_503_api_503_and_recovery_without_loss(
     }
     assert len(due) >= 2
     for s in made:
-        assert due <= by_schedule[s.id], s.name  # none lost, the hang's minutes included
+        assert due <= by_schedule[s.id], s.definition.name  # none lost, the hang's minutes included
     finished = {r.id: r.status for r in rows if r.scheduled_for <= stopped_at}
     assert set(finished.values()) == {"succeeded"}
     assert set(triggered) <= set(receiver.attempts_by_id)  # every manual run delivered

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from scheduler.adapters.db.migrate import upgrade
-from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import runs
 from scheduler.bootstrap import Container
 from scheduler.domain.planning import DEFAULT_MISFIRE_GRACE
 from scheduler.domain.policies import MisfirePolicy

@@ -12,8 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container, utc_now
 from scheduler.domain.policies import MisfirePolicy

@@ -12,8 +12,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import outbox
+from scheduler.adapters.db.tables import outbox, runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import LOST_ATTEMPT_KIND, LOST_ATTEMPT_MESSAGE

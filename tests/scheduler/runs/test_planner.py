@@ -9,8 +9,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import MisfirePolicy, OverlapPolicy

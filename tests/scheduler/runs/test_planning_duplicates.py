@@ -7,8 +7,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import outbox, runs, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import Action, MisfirePolicy
@@ -16,7 +15,7 @@ from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import schedules as schedule_svc
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
-from scheduler.service_layer.schedules import ScheduleSpec
+from tests.scheduler.definitions import definition
 from tests.scheduler.runs.conftest import T0, ManualClock
 
 LOOKAHEAD = PlanningSettings(lookahead=timedelta(seconds=60))
@@ -28,9 +27,9 @@ def at(minute: int, second: int = 0) -> datetime:
 
 
 async def create(container: Container, **kw: object) -> Schedule:
-    spec = ScheduleSpec(
+    spec = definition(
         name="minutely", cron="* * * * *", timezone="UTC", action=Action.EVENT, target=None, **kw
-    )  # type: ignore[arg-type]
+    )
     created = await schedule_svc.create_schedule(
         container.uow_factory(),
         spec,

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger

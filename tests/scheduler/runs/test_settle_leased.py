@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import delivery_attempts
 from scheduler.adapters.db.runs import claims_pg
 from scheduler.adapters.db.runs.settle import settle_params
 from scheduler.adapters.db.runs.sql_postgres import WRITE_OWNED_SQL
-from scheduler.adapters.db.tables import outbox, schedules
+from scheduler.adapters.db.tables import delivery_attempts, outbox, schedules
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 import webhookdeliver as wd
-from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.runs.reads import schedule_runs_query, tenant_runs_query
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import RunStatus

@@ -15,8 +15,7 @@ from scheduler.adapters.db.migrate import (
     head_revision,
     upgrade,
 )
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tables import delivery_attempts, idempotency_keys, runs, schedules
 
 INSERT_0005 = """
 INSERT INTO schedules (id, tenant_id, name, cron, timezone, action, target, payload,

@@ -10,8 +10,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.bootstrap import Container
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from tests.scheduler.conftest import StepClock, auth

@@ -15,15 +15,16 @@ from scheduler.adapters.db.migrate import current_revision, head_revision, upgra
 from scheduler.adapters.db.tables import metadata
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.definition import Target
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
     MisfirePolicy,
     OverlapPolicy,
-    RetryPolicy,
 )
-from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.schedule import Schedule
 from scheduler.service_layer.errors import VersionMismatch
+from tests.scheduler.definitions import BASE, definition
 
 NOW = datetime(2026, 3, 8, 6, 59, 59, 123456, tzinfo=UTC)
 SECRET = "whsec_dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IG9mIDMyIGJ5dGVzISE="
@@ -41,16 +42,18 @@ def new_schedule(id_: str = "sch_1", tenant: str = "t1", at: datetime = NOW) -> 
     return Schedule.create(
         id=id_,
         tenant_id=tenant,
-        name="n",
-        cron="30 2 * * *",
-        timezone="America/New_York",
-        action=Action.WEBHOOK,
-        target=Target("https://example.com/h", {"X-A": "1"}, 5),
-        payload={"k": [1, 2, None]},
-        retry_policy=RetryPolicy(),
-        misfire_policy=MisfirePolicy.FIRE_ALL,
-        overlap_policy=OverlapPolicy.SKIP,
-        breaker=BreakerPolicy(3),
+        definition=definition(
+            name="n",
+            cron="30 2 * * *",
+            timezone="America/New_York",
+            action=Action.WEBHOOK,
+            target=Target("https://example.com/h", {"X-A": "1"}, 5),
+            payload={"k": [1, 2, None]},
+            retry_policy=BASE.policies.retry_policy,
+            misfire_policy=MisfirePolicy.FIRE_ALL,
+            overlap_policy=OverlapPolicy.SKIP,
+            breaker=BreakerPolicy(3),
+        ),
         next_run_at=at.astimezone(timezone(timedelta(hours=-5))),
         now=at,
     )
@@ -88,9 +91,7 @@ async def test_round_trip_and_secret_encrypted_at_rest(
         assert await uow.schedules.secrets("t1", "sch_1", NOW) == [SECRET]
         raw = (await uow.conn.execute(sa.text("SELECT * FROM schedules"))).mappings().one()
     assert got is not None
-    assert got.target == s.target
-    assert got.payload == s.payload
-    assert got.breaker == s.breaker
+    assert got.definition == s.definition
     # Aware UTC in, aware UTC out, microseconds kept, whatever offset was given.
     assert got.next_run_at == s.next_run_at
     assert got.next_run_at.tzinfo is not None

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import runs
 from scheduler.bootstrap import Container
 from scheduler.domain.tenant import Entitlements
 from scheduler.domain.timing import jitter_offset

@@ -12,12 +12,13 @@ from scheduler.domain.planning import PlanState, plan_occurrences
 from scheduler.domain.policies import MisfirePolicy
 from scheduler.domain.run import RunStatus
 from scheduler.domain.timing import InvalidTiming, Timing, check_timing, jitter_offset
+from tests.scheduler.definitions import timing_with
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def test_bounds_are_inclusive_and_limit_the_sequence() -> None:
-    timing = Timing(
+    timing = timing_with(
         timezone="UTC",
         cron="0 * * * *",
         start_at=datetime(2026, 3, 1, 14, 0, tzinfo=UTC),
@@ -29,14 +30,14 @@ def test_bounds_are_inclusive_and_limit_the_sequence() -> None:
 
 
 def test_a_fractional_start_at_starts_at_the_next_whole_occurrence() -> None:
-    timing = Timing(
+    timing = timing_with(
         timezone="UTC", cron="* * * * *", start_at=datetime(2026, 3, 1, 14, 0, 0, 500, tzinfo=UTC)
     ).compile()
     assert timing.next_after(NOW) == datetime(2026, 3, 1, 14, 1, tzinfo=UTC)
 
 
 def test_max_runs_counts_what_was_planned_before() -> None:
-    timing = Timing(timezone="UTC", cron="0 * * * *", max_runs=3).compile()
+    timing = timing_with(timezone="UTC", cron="0 * * * *", max_runs=3).compile()
     assert len(list(timing.iter_after(NOW))) == 3
     assert len(list(timing.iter_after(NOW, planned_runs=2))) == 1
     assert timing.next_after(NOW, planned_runs=3) is None
@@ -44,7 +45,7 @@ def test_max_runs_counts_what_was_planned_before() -> None:
 
 def test_one_shot_has_one_whole_second_occurrence_and_a_short_past_grace() -> None:
     run_at = datetime(2026, 3, 1, 11, 59, 30, 250_000, tzinfo=UTC)
-    timing = Timing(timezone="Europe/Paris", run_at=run_at).compile()
+    timing = timing_with(cron=None, timezone="Europe/Paris", run_at=run_at).compile()
     first = timing.first_after(NOW)
     assert first is not None
     assert first.astimezone(UTC) == run_at.replace(microsecond=0)
@@ -79,19 +80,24 @@ def test_jitter_offsets_spread_over_the_window() -> None:
 @pytest.mark.parametrize(
     ("timing", "field"),
     [
-        (Timing(timezone="UTC"), "cron"),
-        (Timing(timezone="UTC", cron="* * * * *", run_at=NOW), "cron"),
-        (Timing(timezone="UTC", cron="*/10 * * * *", jitter_seconds=600), "jitter_seconds"),
+        (timing_with(cron=None, timezone="UTC"), "cron"),
+        (timing_with(timezone="UTC", cron="* * * * *", run_at=NOW), "cron"),
+        (timing_with(timezone="UTC", cron="*/10 * * * *", jitter_seconds=600), "jitter_seconds"),
         (
-            Timing(timezone="UTC", run_at=NOW + timedelta(hours=1), jitter_seconds=3601),
+            timing_with(
+                cron=None, timezone="UTC", run_at=NOW + timedelta(hours=1), jitter_seconds=3601
+            ),
             "jitter_seconds",
         ),
-        (Timing(timezone="UTC", cron="* * * * *", max_runs=0), "max_runs"),
-        (Timing(timezone="UTC", cron="* * * * *", start_at=datetime(2026, 3, 2)), "start_at"),
-        (Timing(timezone="UTC", run_at=NOW - timedelta(seconds=61)), "run_at"),
+        (timing_with(timezone="UTC", cron="* * * * *", max_runs=0), "max_runs"),
+        (timing_with(timezone="UTC", cron="* * * * *", start_at=datetime(2026, 3, 2)), "start_at"),
+        (timing_with(cron=None, timezone="UTC", run_at=NOW - timedelta(seconds=61)), "run_at"),
         (
-            Timing(
-                timezone="UTC", run_at=NOW + timedelta(hours=2), end_at=NOW + timedelta(hours=1)
+            timing_with(
+                cron=None,
+                timezone="UTC",
+                run_at=NOW + timedelta(hours=2),
+                end_at=NOW + timedelta(hours=1),
             ),
             "run_at",
         ),
@@ -104,11 +110,11 @@ def test_check_timing_names_the_field(timing: Timing, field: str) -> None:
 
 
 def test_jitter_just_under_the_smallest_gap_is_allowed() -> None:
-    check_timing(Timing(timezone="UTC", cron="*/10 * * * *", jitter_seconds=599), NOW)
+    check_timing(timing_with(timezone="UTC", cron="*/10 * * * *", jitter_seconds=599), NOW)
 
 
 def test_planning_stops_at_max_runs_and_leaves_no_next_run() -> None:
-    timing = Timing(timezone="UTC", cron="* * * * *").compile()
+    timing = timing_with(timezone="UTC", cron="* * * * *").compile()
     state = PlanState(
         next_run_at=NOW - timedelta(minutes=10),
         misfire_policy=MisfirePolicy.FIRE_ALL,

@@ -18,12 +18,13 @@ from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.definition import Target
 from scheduler.domain.policies import Action
-from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import schedules as schedule_svc
-from scheduler.service_layer.schedules import ScheduleSpec
 from tests.scheduler.conftest import T0, ManualClock
+from tests.scheduler.definitions import definition
 
 __all__ = ["T0", "ManualClock"]  # re-exported: the tenant tests import them from here
 
@@ -80,12 +81,12 @@ async def add_schedule(
     payload: Any = None,
     limits: Entitlements | None = None,
 ) -> Schedule:
-    spec = ScheduleSpec(
+    spec = definition(
         name=name,
         cron=cron,
         timezone="UTC",
         action=Action.WEBHOOK,
-        target=Target(url="https://example.com/hook"),
+        target=Target(url="https://example.com/hook", headers={}, timeout_seconds=10),
         payload={"job": name} if payload is None else payload,
     )
     created = await schedule_svc.create_schedule(

@@ -79,7 +79,7 @@ async def test_downgrade_pauses_newest_over_limit_and_alerts_once(
     assert report.paused == [made[4].id, minutely.id]
     async with uows() as uow:
         states = {
-            s.name: (s.state, s.paused_reason)
+            s.definition.name: (s.state, s.paused_reason)
             for s in await uow.schedules.list_page("t1", limit=10, after=None, filters=ListFilter())
         }
         assert await uow.schedules.get("t2", other.id) is not None

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.service_layer import tenant_events

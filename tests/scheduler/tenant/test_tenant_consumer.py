@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from eventbus import Consumer, InProcessBus, KafkaConsumer, KafkaPublisher, Message, encode
-from scheduler.adapters.db.run_tables import runs
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.events.tenant_consumer import TOPICS, TenantConsumerWorker

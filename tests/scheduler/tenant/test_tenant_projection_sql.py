@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.runs.rows import run_to_row
+from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.tenant_store import TenantProjectionCache, processed_events
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.domain.run import Run, SkipReason, Trigger

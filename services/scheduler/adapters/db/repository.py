@@ -4,10 +4,11 @@ invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -15,6 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.tables import idempotency_keys, schedules
 from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.definition import (
+    FIELD_NAMES,
+    RunPolicies,
+    ScheduleDefinition,
+    Target,
+)
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
@@ -24,7 +31,8 @@ from scheduler.domain.policies import (
     RetryPolicy,
     ScheduleState,
 )
-from scheduler.domain.schedule import Schedule, Target
+from scheduler.domain.schedule import Schedule
+from scheduler.domain.timing import Timing
 from scheduler.service_layer.errors import DuplicateKey, VersionMismatch
 from scheduler.service_layer.unit_of_work import (
     IdempotencyRecord,
@@ -33,18 +41,10 @@ from scheduler.service_layer.unit_of_work import (
     ScheduleRepository,
 )
 
-# Columns written on save(); the secret columns change only through set_secret().
+# Columns written on save(): the definition's and these; the secret columns change only
+# through set_secret().
 _MUTABLE = (
-    "name",
-    "cron",
-    "timezone",
-    "action",
-    "target",
-    "payload",
-    "retry_policy",
-    "misfire_policy",
-    "overlap_policy",
-    "breaker",
+    *FIELD_NAMES,
     "state",
     "paused_reason",
     "next_run_at",
@@ -52,40 +52,112 @@ _MUTABLE = (
     "deleted_at",
     "version",
     "consecutive_failures",
-    "description",
-    "dst_policy",
-    "start_at",
-    "end_at",
-    "max_runs",
-    "run_at",
-    "jitter_seconds",
 )
 # planned_runs is written only by the planner (an increment in its own statement), so a stale
 # aggregate saved by the API can never lower it. next_run_at is written only when the change
 # moved it (pause, resume, retime, delete): the planner advances it without bumping the version,
 # so an unrelated edit saving the value it read would send the planner back over occurrences.
 
+# A definition's columns are named by its flat field names (domain/definition.py FIELD_NAMES).
+DEFINITION_COLUMNS = tuple(schedules.c[name] for name in FIELD_NAMES)
+
+
+def definition_to_row(d: ScheduleDefinition) -> dict[str, Any]:
+    """The one mapping of a definition to its columns (`definition_from_row` reverses it)."""
+    t, p = d.timing, d.policies
+    return {
+        "name": d.name,
+        "description": d.description,
+        "action": d.action.value,
+        "target": None
+        if d.target is None
+        else {
+            "url": d.target.url,
+            "headers": dict(d.target.headers),
+            "timeout_seconds": d.target.timeout_seconds,
+        },
+        "payload": d.payload,
+        "timezone": t.timezone,
+        "cron": t.cron,
+        "run_at": t.run_at,
+        "dst_policy": t.dst_policy.value,
+        "start_at": t.start_at,
+        "end_at": t.end_at,
+        "max_runs": t.max_runs,
+        "jitter_seconds": t.jitter_seconds,
+        "retry_policy": asdict(p.retry_policy),
+        "misfire_policy": p.misfire_policy.value,
+        "overlap_policy": p.overlap_policy.value,
+        "breaker": asdict(p.breaker),
+    }
+
+
+_E = TypeVar("_E", bound=Enum)
+
+
+def _by_value(enum: type[_E]) -> Mapping[Any, _E]:
+    return {member.value: member for member in enum}
+
+
+# Stored enum values to members: a lookup here is ten times cheaper than Enum(value), and the
+# planner maps a thousand rows a pass.
+_ACTION, _DST = _by_value(Action), _by_value(DstPolicy)
+_MISFIRE, _OVERLAP = _by_value(MisfirePolicy), _by_value(OverlapPolicy)
+
+
+def definition_from_row(m: Mapping[Any, Any]) -> ScheduleDefinition:
+    target = m["target"]
+    return ScheduleDefinition(
+        name=m["name"],
+        description=m["description"],
+        action=_ACTION[m["action"]],
+        target=None if target is None else Target(**target),
+        payload=m["payload"],
+        timing=Timing(
+            timezone=m["timezone"],
+            cron=m["cron"],
+            run_at=m["run_at"],
+            dst_policy=_DST[m["dst_policy"]],
+            start_at=m["start_at"],
+            end_at=m["end_at"],
+            max_runs=m["max_runs"],
+            jitter_seconds=m["jitter_seconds"],
+        ),
+        policies=_policies(
+            m["retry_policy"], m["misfire_policy"], m["overlap_policy"], m["breaker"]
+        ),
+    )
+
+
+# Equal policies are one (immutable) object: the schedules of a planner pass share a few sets,
+# and looking one up costs a third of building it. Bounded: cleared when full.
+_POLICIES: dict[tuple[Any, ...], RunPolicies] = {}
+_POLICIES_KEPT = 1024
+
+
+def _policies(
+    retry: Mapping[str, Any], misfire: str, overlap: str, breaker: Mapping[str, Any]
+) -> RunPolicies:
+    key = (*retry.items(), misfire, overlap, *breaker.items())
+    found = _POLICIES.get(key)
+    if found is None:
+        found = RunPolicies(
+            retry_policy=RetryPolicy(**retry),
+            misfire_policy=_MISFIRE[misfire],
+            overlap_policy=_OVERLAP[overlap],
+            breaker=BreakerPolicy(**breaker),
+        )
+        if len(_POLICIES) >= _POLICIES_KEPT:
+            _POLICIES.clear()
+        _POLICIES[key] = found
+    return found
+
 
 def schedule_to_row(s: Schedule) -> dict[str, Any]:
     return {
+        **definition_to_row(s.definition),
         "id": s.id,
         "tenant_id": s.tenant_id,
-        "name": s.name,
-        "cron": s.cron,
-        "timezone": s.timezone,
-        "action": s.action.value,
-        "target": None
-        if s.target is None
-        else {
-            "url": s.target.url,
-            "headers": dict(s.target.headers),
-            "timeout_seconds": s.target.timeout_seconds,
-        },
-        "payload": s.payload,
-        "retry_policy": asdict(s.retry_policy),
-        "misfire_policy": s.misfire_policy.value,
-        "overlap_policy": s.overlap_policy.value,
-        "breaker": asdict(s.breaker),
         "state": s.state.value,
         "paused_reason": s.paused_reason,
         "next_run_at": s.next_run_at,
@@ -94,33 +166,16 @@ def schedule_to_row(s: Schedule) -> dict[str, Any]:
         "deleted_at": s.deleted_at,
         "version": s.version,
         "consecutive_failures": s.consecutive_failures,
-        "description": s.description,
-        "dst_policy": s.dst_policy.value,
-        "start_at": s.start_at,
-        "end_at": s.end_at,
-        "max_runs": s.max_runs,
-        "run_at": s.run_at,
-        "jitter_seconds": s.jitter_seconds,
         "planned_runs": s.planned_runs,
     }
 
 
 def row_to_schedule(row: Any) -> Schedule:
     m = row._mapping
-    target = m["target"]
     return Schedule(
         id=m["id"],
         tenant_id=m["tenant_id"],
-        name=m["name"],
-        cron=m["cron"],
-        timezone=m["timezone"],
-        action=Action(m["action"]),
-        target=None if target is None else Target(**target),
-        payload=m["payload"],
-        retry_policy=RetryPolicy(**m["retry_policy"]),
-        misfire_policy=MisfirePolicy(m["misfire_policy"]),
-        overlap_policy=OverlapPolicy(m["overlap_policy"]),
-        breaker=BreakerPolicy(**m["breaker"]),
+        definition=definition_from_row(m),
         state=ScheduleState(m["state"]),
         paused_reason=m["paused_reason"],
         next_run_at=m["next_run_at"],
@@ -129,13 +184,6 @@ def row_to_schedule(row: Any) -> Schedule:
         deleted_at=m["deleted_at"],
         version=m["version"],
         consecutive_failures=m["consecutive_failures"],
-        description=m["description"],
-        dst_policy=DstPolicy(m["dst_policy"]),
-        start_at=m["start_at"],
-        end_at=m["end_at"],
-        max_runs=m["max_runs"],
-        run_at=m["run_at"],
-        jitter_seconds=m["jitter_seconds"],
         planned_runs=m["planned_runs"],
     )
 

@@ -17,8 +17,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.dialect import rowcount
-from scheduler.adapters.db.run_tables import delivery_attempts, runs
-from scheduler.adapters.db.tables import idempotency_keys, outbox, schedules
+from scheduler.adapters.db.tables import (
+    delivery_attempts,
+    idempotency_keys,
+    outbox,
+    runs,
+    schedules,
+)
 from scheduler.adapters.db.tenant_store import processed_events
 from scheduler.service_layer.retention import Deleted, RetainedTable
 

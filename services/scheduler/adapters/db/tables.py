@@ -1,5 +1,32 @@
-"""Table definitions (SQLAlchemy Core). Migrations are the source of truth for the schema; these
-describe the same tables for queries, and tests check the two agree."""
+"""The scheduler's tables (SQLAlchemy Core): schedules, idempotency keys, the outbox, runs and
+their delivery attempts. Migrations are the source of truth for the schema; these describe the
+same tables for queries, and tests check the two agree (`tests/scheduler/runs/test_run_schema.py`
+for the runs).
+
+Run index choices (every hot query is O(rows it returns), never O(table)):
+- `uq_runs_planned_occurrence` (schedule_id, scheduled_for) WHERE trigger = 'schedule': the
+  exactly-one-run-per-occurrence guarantee; a violation reads as "already planned".
+- `uq_runs_backfill_occurrence` (schedule_id, scheduled_for, backfill_id) WHERE trigger =
+  'backfill': one backfill run per (schedule, occurrence, backfill request) (migration 0007).
+- Due runs in two lanes (migration 0007), so a backfill's old due runs never sit in front of
+  live ones: `ix_runs_live_due` (next_attempt_at) and `ix_runs_live_due_tenant` (tenant_id,
+  next_attempt_at, id) WHERE LIVE_DUE_SQL: the tenant-fair claim (each tenant's oldest, from
+  the tenant whose run waited longest) and the sleep probe; `ix_runs_backfill_due`
+  (next_attempt_at) WHERE BACKFILL_DUE_SQL: the lower-priority lane.
+- `ix_runs_lease` (lease_expires_at) WHERE status = 'in_progress': runs whose worker died.
+- `ix_runs_schedule_history` (schedule_id, scheduled_for, id): run history pages.
+- `ix_runs_schedule_unfinished` (schedule_id, scheduled_for) WHERE UNFINISHED_LIVE_SQL
+  (migration 0009): the overlap checks ("is an earlier run of this schedule unfinished"), a few
+  entries per schedule whatever its history.
+- `ix_runs_tenant_scheduled` (tenant_id, scheduled_for), beside the tenant tables
+  (`tenant_store.py`): the daily quota count and the tenant-wide history
+  (`GET /v1/schedules/-/runs`), read newest first.
+- `ix_runs_tenant_failed` (tenant_id, scheduled_for, id) and `ix_runs_schedule_failed`
+  (schedule_id, scheduled_for, id) WHERE status = 'failed' (migration 0008): the dead-letter
+  lists (`?status=failed`), which would otherwise filter the whole history newest first.
+Partial-index predicates are written as SQL literals in queries too (never bound parameters), so
+PostgreSQL can prove a query implies the predicate even with a generic prepared plan.
+"""
 
 from __future__ import annotations
 
@@ -90,4 +117,108 @@ sa.Index(
     outbox.c.sent_at,
     postgresql_where=sa.text("sent_at IS NOT NULL"),
     sqlite_where=sa.text("sent_at IS NOT NULL"),
+)
+
+# ---- runs (migration 0002 and later) ------------------------------------------------------
+
+UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
+# The overlap checks' runs: unfinished and not backfill runs (a backfill never holds up a live
+# occurrence). Unqualified names: use it where `runs` (or its alias) is the only FROM.
+UNFINISHED_LIVE_SQL = f"{UNFINISHED_SQL} AND trigger <> 'backfill'"
+LIVE_DUE_SQL = "status IN ('pending', 'retrying') AND trigger <> 'backfill'"
+BACKFILL_DUE_SQL = "status IN ('pending', 'retrying') AND trigger = 'backfill'"
+BACKFILL_SQL = "trigger = 'backfill'"
+LEASED_SQL = "status = 'in_progress'"
+FAILED_SQL = "status = 'failed'"
+PLANNED_SQL = "trigger = 'schedule'"
+# The claim's per-row re-check: the runs due in either lane (the six statuses are a closed
+# set), written so PostgreSQL re-checks through the primary key (claims_pg.CLAIM_PLANNER).
+DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("tenant_id", sa.String(200), nullable=False),
+    sa.Column("schedule_id", sa.String(40), nullable=False),
+    sa.Column("scheduled_for", UTCDateTime(), nullable=False),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("skip_reason", sa.String(32), nullable=True),
+    sa.Column("attempt_count", sa.Integer(), nullable=False),
+    # pending/retrying: when due; in_progress: when claimed (a lost attempt's start).
+    sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
+    sa.Column("started_at", UTCDateTime(), nullable=True),
+    sa.Column("finished_at", UTCDateTime(), nullable=True),
+    sa.Column("lease_owner", sa.String(100), nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime(), nullable=True),
+    # The payload this run delivers (snapshot when planned or triggered; a replay copies it).
+    sa.Column("payload", JSONText(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    # scheduled_for plus the schedule's jitter (migration 0006); null on older rows.
+    sa.Column("due_at", UTCDateTime(), nullable=True),
+    # The backfill request a backfill run belongs to (migration 0007); null on other runs.
+    sa.Column("backfill_id", sa.String(40), nullable=True),
+    # Room on each page for the claim's and the settle's row versions (migration 0010).
+    postgresql_with={"fillfactor": "70"},
+)
+partial_index(
+    "uq_runs_planned_occurrence",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    where=PLANNED_SQL,
+    unique=True,
+)
+partial_index(
+    "uq_runs_backfill_occurrence",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    runs.c.backfill_id,
+    where=BACKFILL_SQL,
+    unique=True,
+)
+partial_index("ix_runs_live_due", runs.c.next_attempt_at, where=LIVE_DUE_SQL)
+partial_index(
+    "ix_runs_live_due_tenant",
+    runs.c.tenant_id,
+    runs.c.next_attempt_at,
+    runs.c.id,
+    where=LIVE_DUE_SQL,
+)
+partial_index("ix_runs_backfill_due", runs.c.next_attempt_at, where=BACKFILL_DUE_SQL)
+partial_index("ix_runs_lease", runs.c.lease_expires_at, where=LEASED_SQL)
+sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
+partial_index(
+    "ix_runs_schedule_unfinished",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    where=UNFINISHED_LIVE_SQL,
+)
+partial_index(
+    "ix_runs_tenant_failed",
+    runs.c.tenant_id,
+    runs.c.scheduled_for,
+    runs.c.id,
+    where=FAILED_SQL,
+)
+partial_index(
+    "ix_runs_schedule_failed",
+    runs.c.schedule_id,
+    runs.c.scheduled_for,
+    runs.c.id,
+    where=FAILED_SQL,
+)
+
+delivery_attempts = sa.Table(
+    "delivery_attempts",
+    metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("number", sa.Integer(), primary_key=True),
+    sa.Column("started_at", UTCDateTime(), nullable=False),
+    sa.Column("duration_ms", sa.Integer(), nullable=False),
+    sa.Column("status_code", sa.Integer(), nullable=True),
+    sa.Column("error_kind", sa.String(32), nullable=True),
+    sa.Column("error_message", sa.String(500), nullable=True),
+    # <= 1 KiB of UTF-8 (webhookdeliver's bound); never holds our secret: it is the receiver's text.
+    sa.Column("response_excerpt", sa.Text(), nullable=True),
 )

@@ -27,8 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler.adapters.db.dialect import dialect_insert, rowcount
-from scheduler.adapters.db.run_tables import runs
-from scheduler.adapters.db.tables import metadata
+from scheduler.adapters.db.tables import metadata, runs
 from scheduler.adapters.db.types import JSONText, UTCDateTime
 from scheduler.domain.tenant import (
     DEFAULT_ENTITLEMENTS,

@@ -14,15 +14,11 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 
 from authclient import Principal
 from authclient.fastapi import require
+from scheduler.domain.definition import ScheduleDefinition
 from scheduler.domain.occurrences import format_occurrence
-from scheduler.domain.policies import (
-    Action,
-    BreakerPolicy,
-    RetryPolicy,
-    ScheduleState,
-)
-from scheduler.domain.schedule import Schedule, Target
-from scheduler.domain.timing import AnnotatedOccurrence, Timing
+from scheduler.domain.policies import Action, ScheduleState
+from scheduler.domain.schedule import Schedule
+from scheduler.domain.timing import AnnotatedOccurrence
 from scheduler.entrypoints.api.context import ApiContext, context_of, require_writer
 from scheduler.entrypoints.api.schemas import (
     OccurrenceOut,
@@ -35,7 +31,11 @@ from scheduler.entrypoints.api.schemas import (
     SchedulePatch,
     ScheduleWithSecret,
     TargetIn,
+    changes_of,
+    definition_of,
+    definition_out,
     problem_responses,
+    timing_of,
 )
 from scheduler.service_layer import schedules as svc
 from scheduler.service_layer.errors import InvalidInput, VersionMismatch
@@ -61,36 +61,10 @@ IdPath = Annotated[
 IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
 
 
-def _utc(dt: datetime | None) -> datetime | None:
-    return None if dt is None else dt.astimezone(UTC)
-
-
 def to_out(s: Schedule) -> dict[str, Any]:
     return {
         "id": s.id,
-        "name": s.name,
-        "description": s.description,
-        "cron": s.cron,
-        "run_at": _utc(s.run_at),
-        "timezone": s.timezone,
-        "dst_policy": s.dst_policy,
-        "start_at": _utc(s.start_at),
-        "end_at": _utc(s.end_at),
-        "max_runs": s.max_runs,
-        "jitter_seconds": s.jitter_seconds,
-        "action": s.action,
-        "target": None
-        if s.target is None
-        else {
-            "url": s.target.url,
-            "headers": dict(s.target.headers),
-            "timeout_seconds": s.target.timeout_seconds,
-        },
-        "payload": s.payload,
-        "retry_policy": _retry_out(s.retry_policy),
-        "misfire_policy": s.misfire_policy,
-        "overlap_policy": s.overlap_policy,
-        "breaker": {"failure_threshold": s.breaker.failure_threshold},
+        **definition_out(s.definition),
         "state": s.state,
         "paused_reason": s.paused_reason,
         "next_run_at": _utc(s.next_run_at),
@@ -100,14 +74,8 @@ def to_out(s: Schedule) -> dict[str, Any]:
     }
 
 
-def _retry_out(p: RetryPolicy) -> dict[str, Any]:
-    return {
-        "max_attempts": p.max_attempts,
-        "initial_backoff_seconds": p.initial_backoff_seconds,
-        "max_backoff_seconds": p.max_backoff_seconds,
-        "multiplier": p.multiplier,
-        "max_retry_duration_seconds": p.max_retry_duration_seconds,
-    }
+def _utc(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.astimezone(UTC)
 
 
 def _out(s: Schedule) -> ScheduleOut:
@@ -129,9 +97,9 @@ def parse_if_match(value: str | None) -> int | None:
     return int(tag)
 
 
-def _target(ctx: ApiContext, t: TargetIn | None) -> Target | None:
+def _check_target(ctx: ApiContext, t: TargetIn | None) -> None:
     if t is None:
-        return None
+        return
     try:
         validate_target_url(
             t.url,
@@ -140,49 +108,17 @@ def _target(ctx: ApiContext, t: TargetIn | None) -> Target | None:
         )
     except InvalidTargetURL as exc:
         raise InvalidInput("target.url", exc.reason) from None
-    return Target(url=t.url, headers=dict(t.headers), timeout_seconds=t.timeout_seconds)
 
 
-def _spec(ctx: ApiContext, body: ScheduleCreate) -> svc.ScheduleSpec:
-    return svc.ScheduleSpec(
-        name=body.name,
-        cron=body.cron,
-        timezone=body.timezone,
-        action=body.action,
-        target=_target(ctx, body.target),
-        payload=body.payload,
-        retry_policy=RetryPolicy(**body.retry_policy.model_dump()),
-        misfire_policy=body.misfire_policy,
-        overlap_policy=body.overlap_policy,
-        breaker=BreakerPolicy(**body.breaker.model_dump()),
-        description=body.description,
-        dst_policy=body.dst_policy,
-        start_at=body.start_at,
-        end_at=body.end_at,
-        max_runs=body.max_runs,
-        run_at=body.run_at,
-        jitter_seconds=body.jitter_seconds,
-    )
-
-
-# `null` clears these (cron / run_at: a PATCH switching between them sends the other as null).
-_NULLABLE = {"target", "payload", "description", "cron", "run_at", "start_at", "end_at", "max_runs"}
+def _definition(ctx: ApiContext, body: ScheduleCreate) -> ScheduleDefinition:
+    _check_target(ctx, body.target)
+    return definition_of(body)
 
 
 def _changes(ctx: ApiContext, body: SchedulePatch) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
-    for name in body.model_fields_set:
-        value = getattr(body, name)
-        if value is None and name not in _NULLABLE:
-            raise InvalidInput(name, "may not be null")
-        if name == "target":
-            changes[name] = _target(ctx, value)
-        elif name == "retry_policy":
-            changes[name] = RetryPolicy(**value.model_dump())
-        elif name == "breaker":
-            changes[name] = BreakerPolicy(**value.model_dump())
-        else:
-            changes[name] = value
+    changes = changes_of(body)
+    if "target" in changes:
+        _check_target(ctx, body.target)
     return changes
 
 
@@ -217,7 +153,7 @@ async def create_schedule(
     ctx = context_of(request)
     created = await svc.create_schedule(
         ctx.uow_factory(),
-        _spec(ctx, body),
+        _definition(ctx, body),
         tenant_id=principal.tenant_id,
         clock=ctx.clock,
         new_secret=ctx.new_secret,
@@ -401,7 +337,8 @@ async def occurrences(
         count=count,
         clock=ctx.clock,
     )
-    return OccurrencesOut(timezone=s.timezone, items=[_occurrence_out(i) for i in items])
+    zone = s.definition.timing.timezone
+    return OccurrencesOut(timezone=zone, items=[_occurrence_out(i) for i in items])
 
 
 @router.post(
@@ -415,18 +352,8 @@ async def preview(
     request: Request, body: PreviewIn, principal: Principal = require(READ)
 ) -> OccurrencesOut:
     ctx = context_of(request)
-    timing = Timing(
-        timezone=body.timezone,
-        cron=body.cron,
-        run_at=body.run_at,
-        dst_policy=body.dst_policy,
-        start_at=body.start_at,
-        end_at=body.end_at,
-        max_runs=body.max_runs,
-        jitter_seconds=body.jitter_seconds,
-    )
     items = svc.preview_timing(
-        timing,
+        timing_of(body),
         after=body.after,
         count=body.count,
         clock=ctx.clock,

@@ -6,6 +6,11 @@ browser/proxy ceiling); at most 20 tenant headers, names 100 chars and values 10
 whole set stays well under webhookdeliver's 8 KiB header budget); payload 64 KiB serialized (one
 webhook body, and the default max_payload_bytes); delivery timeout 1-60 s.
 
+The API's one mapping of a schedule definition (domain/definition.py) is here, beside its
+shapes: `definition_of` (create), `changes_of` (PATCH), `timing_of` (also the preview) and
+`definition_out`; `tests/scheduler/schedules/test_definition_round_trip.py` checks them against
+the domain and the table field by field.
+
 Text fields refuse control characters (`servicekit.text`), `payload` refuses NaN, Infinity and
 NUL (`servicekit.data.jsonvalue`); header names are RFC 9110 tokens and values ASCII (non-ASCII is
 refused, not encoded: receivers disagree on obs-text).
@@ -14,7 +19,10 @@ refused, not encoded: receivers disagree on obs-text).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     BaseModel,
@@ -26,19 +34,27 @@ from pydantic import (
     model_serializer,
 )
 
+from scheduler.domain.definition import (
+    MAX_DESCRIPTION_CHARS,
+    RunPolicies,
+    ScheduleDefinition,
+    Target,
+)
 from scheduler.domain.policies import (
     BREAKER_THRESHOLD_RANGE,
     MAX_ATTEMPTS_RANGE,
     MIN_BACKOFF_SECONDS,
     Action,
+    BreakerPolicy,
     DstAnnotation,
     DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
+    RetryPolicy,
     ScheduleState,
 )
-from scheduler.domain.schedule import MAX_DESCRIPTION_CHARS
-from scheduler.domain.timing import MAX_JITTER_SECONDS
+from scheduler.domain.timing import MAX_JITTER_SECONDS, Timing
+from scheduler.service_layer.errors import InvalidInput
 from servicekit.data.jsonvalue import StorableJson
 from servicekit.http.problems import Problem, problem_responses
 from servicekit.rfc3339 import Rfc3339, UtcTimestamp
@@ -330,3 +346,117 @@ class OccurrenceOut(BaseModel):
 class OccurrencesOut(BaseModel):
     timezone: str
     items: list[OccurrenceOut]
+
+
+# ---- the API's mapping of a schedule definition ----------------------------------------------
+
+
+class _TimingFields(Protocol):
+    timezone: str
+    cron: str | None
+    run_at: datetime | None
+    dst_policy: DstPolicy
+    start_at: datetime | None
+    end_at: datetime | None
+    max_runs: int | None
+    jitter_seconds: int
+
+
+def timing_of(body: _TimingFields) -> Timing:
+    return Timing(
+        timezone=body.timezone,
+        cron=body.cron,
+        run_at=body.run_at,
+        dst_policy=body.dst_policy,
+        start_at=body.start_at,
+        end_at=body.end_at,
+        max_runs=body.max_runs,
+        jitter_seconds=body.jitter_seconds,
+    )
+
+
+def target_of(t: TargetIn | None) -> Target | None:
+    """The target as given (its URL's reachability is the router's check)."""
+    return None if t is None else Target(t.url, dict(t.headers), t.timeout_seconds)
+
+
+def _retry_policy(p: RetryPolicyIn) -> RetryPolicy:
+    return RetryPolicy(**p.model_dump())
+
+
+def _breaker(p: BreakerIn) -> BreakerPolicy:
+    return BreakerPolicy(**p.model_dump())
+
+
+def definition_of(body: ScheduleCreate) -> ScheduleDefinition:
+    return ScheduleDefinition(
+        name=body.name,
+        description=body.description,
+        timing=timing_of(body),
+        action=body.action,
+        target=target_of(body.target),
+        payload=body.payload,
+        policies=RunPolicies(
+            retry_policy=_retry_policy(body.retry_policy),
+            misfire_policy=body.misfire_policy,
+            overlap_policy=body.overlap_policy,
+            breaker=_breaker(body.breaker),
+        ),
+    )
+
+
+# `null` clears these (cron / run_at: a PATCH switching between them sends the other as null).
+_NULLABLE = {"target", "payload", "description", "cron", "run_at", "start_at", "end_at", "max_runs"}
+# PATCH fields whose request shape is not the domain's value.
+_PATCH_VALUE: dict[str, Callable[[Any], Any]] = {
+    "target": target_of,
+    "retry_policy": _retry_policy,
+    "breaker": _breaker,
+}
+
+
+def changes_of(body: SchedulePatch) -> dict[str, Any]:
+    """The fields the PATCH sent, as domain values by their flat names
+    (`ScheduleDefinition.with_changes`)."""
+    changes: dict[str, Any] = {}
+    for name in body.model_fields_set:
+        value = getattr(body, name)
+        if value is None and name not in _NULLABLE:
+            raise InvalidInput(name, "may not be null")
+        convert = _PATCH_VALUE.get(name)
+        changes[name] = value if convert is None or value is None else convert(value)
+    return changes
+
+
+def _utc(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.astimezone(UTC)
+
+
+def definition_out(d: ScheduleDefinition) -> dict[str, Any]:
+    """The definition's fields of a `ScheduleOut`."""
+    t, p = d.timing, d.policies
+    return {
+        "name": d.name,
+        "description": d.description,
+        "cron": t.cron,
+        "run_at": _utc(t.run_at),
+        "timezone": t.timezone,
+        "dst_policy": t.dst_policy,
+        "start_at": _utc(t.start_at),
+        "end_at": _utc(t.end_at),
+        "max_runs": t.max_runs,
+        "jitter_seconds": t.jitter_seconds,
+        "action": d.action,
+        "target": None
+        if d.target is None
+        else {
+            "url": d.target.url,
+            "headers": dict(d.target.headers),
+            "timeout_seconds": d.target.timeout_seconds,
+        },
+        "payload": d.payload,
+        "retry_policy": asdict(p.retry_policy),
+        "misfire_policy": p.misfire_policy,
+        "overlap_policy": p.overlap_policy,
+        "breaker": asdict(p.breaker),
+    }

@@ -11,18 +11,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import (
+from scheduler.adapters.db.runs import claims_pg
+from scheduler.adapters.db.runs.base import RunSql
+from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, as_datetime, delivery_spec, row_to_run
+from scheduler.adapters.db.tables import (
     BACKFILL_DUE_SQL,
     LEASED_SQL,
     LIVE_DUE_SQL,
     UNFINISHED_LIVE_SQL,
     delivery_attempts,
     runs,
+    schedules,
 )
-from scheduler.adapters.db.runs import claims_pg
-from scheduler.adapters.db.runs.base import RunSql
-from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, as_datetime, delivery_spec, row_to_run
-from scheduler.adapters.db.tables import schedules
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.run import (
     LOST_ATTEMPT_KIND,

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapters.db.run_tables import BACKFILL_DUE_SQL, LEASED_SQL, LIVE_DUE_SQL
 from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, delivery_spec
 from scheduler.adapters.db.runs.sql_postgres import FAIR_CHOICE_SQL
+from scheduler.adapters.db.tables import BACKFILL_DUE_SQL, LEASED_SQL, LIVE_DUE_SQL
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.run import Run, RunStatus, Trigger
 from scheduler.service_layer.run_ports import DeliverySpec

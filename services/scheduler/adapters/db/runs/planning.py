@@ -9,11 +9,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import UNFINISHED_LIVE_SQL, runs
+from scheduler.adapters.db.repository import DEFINITION_COLUMNS, definition_from_row
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
-from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, schedules
-from scheduler.domain.policies import DstPolicy, MisfirePolicy, OverlapPolicy
+from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, UNFINISHED_LIVE_SQL, runs, schedules
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
@@ -38,19 +37,9 @@ class PlannerQueries(RunSql):
             sa.select(
                 schedules.c.id,
                 schedules.c.tenant_id,
-                schedules.c.cron,
-                schedules.c.timezone,
-                schedules.c.misfire_policy,
-                schedules.c.overlap_policy,
                 schedules.c.next_run_at,
-                schedules.c.payload,
-                schedules.c.dst_policy,
-                schedules.c.start_at,
-                schedules.c.end_at,
-                schedules.c.max_runs,
-                schedules.c.run_at,
-                schedules.c.jitter_seconds,
                 schedules.c.planned_runs,
+                *DEFINITION_COLUMNS,
             )
             .where(sa.text(ACTIVE_LIVE_SQL))
             .where(schedules.c.next_run_at <= horizon)
@@ -59,25 +48,18 @@ class PlannerQueries(RunSql):
             .with_for_update(skip_locked=True)
         )
         result = await self.conn.execute(q)
+        keys = list(result.keys())
+        # Plain dicts: a key lookup in one costs a sixth of a RowMapping's (a thousand rows a pass).
+        rows = [dict(zip(keys, r, strict=True)) for r in result]
         return [
             ScheduleToPlan(
-                id=r.id,
-                tenant_id=r.tenant_id,
-                cron=r.cron,
-                timezone=r.timezone,
-                misfire_policy=MisfirePolicy(r.misfire_policy),
-                overlap_policy=OverlapPolicy(r.overlap_policy),
-                next_run_at=r.next_run_at,
-                payload=r.payload,
-                dst_policy=DstPolicy(r.dst_policy),
-                start_at=r.start_at,
-                end_at=r.end_at,
-                max_runs=r.max_runs,
-                run_at=r.run_at,
-                jitter_seconds=r.jitter_seconds,
-                planned_runs=r.planned_runs,
+                id=m["id"],
+                tenant_id=m["tenant_id"],
+                definition=definition_from_row(m),
+                next_run_at=m["next_run_at"],
+                planned_runs=m["planned_runs"],
             )
-            for r in result
+            for m in rows
         ]
 
     async def unfinished_schedule_ids(self, schedule_ids: Sequence[str]) -> set[str]:

@@ -10,10 +10,9 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import FAILED_SQL, delivery_attempts, runs
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import row_to_run
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import FAILED_SQL, delivery_attempts, runs, schedules
 from scheduler.domain.run import Attempt, Run, RunStatus
 from scheduler.service_layer.run_ports import RunPageFilter
 

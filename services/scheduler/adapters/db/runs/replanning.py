@@ -9,9 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.run_tables import runs
 from scheduler.adapters.db.runs.base import RunSql
-from scheduler.adapters.db.tables import schedules
+from scheduler.adapters.db.tables import runs, schedules
 from scheduler.domain.run import RunStatus, Trigger
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
-from scheduler.adapters.db.run_tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
+from scheduler.adapters.db.tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
 
 
 def positional(sql: str, names: dict[str, str]) -> str:

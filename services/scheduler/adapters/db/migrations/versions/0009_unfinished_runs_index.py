@@ -25,7 +25,7 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
-# run_tables.UNFINISHED_LIVE_SQL, written out: a migration never changes with the code.
+# tables.UNFINISHED_LIVE_SQL, written out: a migration never changes with the code.
 UNFINISHED_LIVE = "status IN ('pending', 'in_progress', 'retrying') AND trigger <> 'backfill'"
 
 
