@@ -105,6 +105,7 @@ def bootstrap(
         allowed_ports=settings.webhook_allowed_ports,
         secret_grace_seconds=settings.secret_grace_seconds,
         known_event_types=event_types_of(settings.event_topic_list()),
+        max_per_tenant=settings.max_subscriptions_per_tenant,
     )
     alerts = AlertService(store, JinjaAlertRenderer(), clock)
     mailer = mailer or make_mailer(settings)

@@ -14,6 +14,7 @@ from notification.domain.deliveries import EndpointHealthPolicy
 from notification.service_layer.dispatch import DispatchSettings
 from notification.service_layer.email_sender import EmailSettings
 from notification.service_layer.retention import RetentionPolicy
+from notification.service_layer.subscriptions import DEFAULT_MAX_SUBSCRIPTIONS_PER_TENANT
 from servicekit.settings import ServiceSettings
 
 # The defaults live with the policies that use them; these settings only let them be overridden.
@@ -71,6 +72,14 @@ class NotificationSettings(ServiceSettings):
         le=30 * 24 * 3600,
         description="How long the previous subscription secret keeps signing alongside the new "
         "one after a rotation.",
+    )
+    max_subscriptions_per_tenant: int = Field(
+        DEFAULT_MAX_SUBSCRIPTIONS_PER_TENANT,
+        ge=1,
+        le=10_000,
+        description="Live subscriptions (disabled ones included) a tenant may have: each one "
+        "turns every event it matches into a delivery. Past it a create answers 403 "
+        "`…/quota-exceeded` naming the limit.",
     )
     # Full-jitter exponential backoff, as webhookdeliver does it: with these defaults the 7 waits
     # are drawn below 5 s, 20 s, ... 5.7 h (at most ~7.6 h in all unless a Retry-After lengthens

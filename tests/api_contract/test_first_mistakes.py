@@ -230,7 +230,12 @@ def test_notification_description_keeps_tab_and_newline(
 ) -> None:
     r = http.post(
         f"{notification_server.base_url}/v1/subscriptions/",
-        json={**SUBSCRIPTION, "description": "ops\tteam\nsecond line"},
+        # Its own url: the server is shared, and an exact duplicate is refused (409).
+        json={
+            **SUBSCRIPTION,
+            "url": "https://example.com/described",
+            "description": "ops\tteam\nsecond line",
+        },
     )
     assert r.status_code == 201, r.text
     assert r.json()["description"] == "ops\tteam\nsecond line"

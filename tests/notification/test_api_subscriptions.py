@@ -12,7 +12,7 @@ from notification.adapters.tables import subscriptions
 from notification.service_layer import subscriptions as subscriptions_module
 from servicekit.data.ids import is_id
 from servicekit.data.secretbox import SecretBoxError
-from tests.notification.api import subscribe
+from tests.notification.api import UNREACHABLE_URL, subscribe
 from tests.notification.conftest import Harness, token
 
 PROBLEM = "application/problem+json"
@@ -122,8 +122,9 @@ async def test_private_targets_refused_when_not_allowed(make_harness: Any, sqlit
 
 async def test_patch_delete_and_cursor_pagination(harness: Harness) -> None:
     ids = []
-    for _ in range(5):
-        ids.append((await subscribe(harness))["id"])
+    for i in range(5):
+        # Distinct urls: an exact duplicate is refused (409).
+        ids.append((await subscribe(harness, url=f"{UNREACHABLE_URL}?n={i}"))["id"])
         harness.clock.advance(seconds=1)
     seen, cursor = [], None
     while True:
@@ -216,8 +217,8 @@ async def test_decrypted_secrets_are_cached_per_ciphertext_and_subscription(
 ) -> None:
     service = harness.app.container.subscriptions
     subs = []
-    for _ in range(2):
-        created = await subscribe(harness)
+    for i in range(2):
+        created = await subscribe(harness, url=f"{UNREACHABLE_URL}?n={i}")
         sub = await harness.app.container.store.get_subscription("t1", created["id"])
         assert sub is not None
         subs.append((sub, created["secret"]))

@@ -19,7 +19,8 @@ async def test_matching_event_is_delivered_signed(harness: Harness, receiver: Re
     sub = await subscribe(h, receiver.url)
     failed_only = await subscribe(h, receiver.url, event_types=["schedule.run.failed"])
     other_tenant = await subscribe(h, receiver.url, tenant="t2")
-    disabled = await subscribe(h, receiver.url, enabled=False)
+    # Another url (the same path): an exact duplicate of `sub` is refused (409).
+    disabled = await subscribe(h, receiver.url + "?disabled", enabled=False)
     event_id, raw = schedule_event("t1", "schedule.run.succeeded", run="r1")
     await publish(h.bus, "schedule-events", raw)
 

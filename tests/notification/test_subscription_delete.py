@@ -63,7 +63,7 @@ async def test_retrying_deliveries_end_at_the_delete_and_other_subscriptions_kee
 ) -> None:
     h = harness
     doomed = await subscribe(h, receiver.url)
-    kept = await subscribe(h, receiver.url)
+    kept = await subscribe(h, receiver.url + "?kept")  # not a duplicate (409) of `doomed`
     _, raw = schedule_event("t1", "schedule.run.failed")
     await publish(h.bus, "schedule-events", raw)
     await h.app.events.run_once()
@@ -89,7 +89,7 @@ async def test_replays_racing_deletes_never_leave_a_delivery_pending(
     harness: Harness, receiver: Receiver
 ) -> None:
     h = harness
-    subs = [await subscribe(h, receiver.url) for _ in range(8)]
+    subs = [await subscribe(h, f"{receiver.url}?n={i}") for i in range(8)]
     _, raw = schedule_event("t1", "schedule.run.failed")
     await publish(h.bus, "schedule-events", raw)
     assert await h.app.events.run_once() == 1

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, text, true, update
+from sqlalchemy import and_, func, insert, or_, select, text, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -29,15 +30,28 @@ from notification.domain.deliveries import (
 )
 from notification.service_layer.ports import (
     DeliveryRecord,
+    DuplicateSubscription,
     NewDelivery,
     NewEmail,
     NotificationRecord,
+    SubscriptionLimitReached,
     SubscriptionRecord,
 )
 from servicekit.data.pagination import Cursor
 from webhookdeliver import AttemptRecord
 
 SUBSCRIPTION_COLUMNS = [c for c in subscriptions.c if c.name != "deleted_at"]
+
+# A tenant's subscription creates take turns (PostgreSQL: a transaction-level advisory lock in
+# the two-int space, namespace apart; two tenants sharing a 32-bit key only wait for each other).
+SUBSCRIPTIONS_LOCK_NAMESPACE = 0x5B5C
+_LOCK_TENANT_SUBSCRIPTIONS = text("SELECT pg_advisory_xact_lock(:ns, :key)")
+_SQLITE_WRITE_LOCK = text("UPDATE subscriptions SET tenant_id = tenant_id WHERE 1 = 0")
+
+
+def _tenant_key(tenant_id: str) -> int:
+    digest = hashlib.blake2b(tenant_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class _SubscriptionGone(Exception):
@@ -137,8 +151,38 @@ class SqlNotificationStore:
             subscriptions.c.deleted_at.is_(None),
         )
 
-    async def insert_subscription(self, sub: SubscriptionRecord) -> None:
+    async def insert_subscription(self, sub: SubscriptionRecord, *, max_per_tenant: int) -> None:
         async with self.engine.begin() as conn:
+            # One tenant's creates take turns, so the count below cannot be spent twice.
+            if self._postgres:
+                await conn.execute(
+                    _LOCK_TENANT_SUBSCRIPTIONS,
+                    {"ns": SUBSCRIPTIONS_LOCK_NAMESPACE, "key": _tenant_key(sub.tenant_id)},
+                )
+            else:
+                # A write first takes SQLite's write lock (WAL: readers go on) for the whole
+                # transaction; reading first would let two writers count the same rows.
+                await conn.execute(_SQLITE_WRITE_LOCK)
+            live = await conn.scalar(
+                select(func.count())
+                .select_from(subscriptions)
+                .where(
+                    subscriptions.c.tenant_id == sub.tenant_id, subscriptions.c.deleted_at.is_(None)
+                )
+            )
+            if int(live or 0) >= max_per_tenant:
+                raise SubscriptionLimitReached(max_per_tenant, int(live or 0))
+            same_url = await conn.execute(
+                select(subscriptions.c.id, subscriptions.c.event_types).where(
+                    subscriptions.c.tenant_id == sub.tenant_id,
+                    subscriptions.c.deleted_at.is_(None),
+                    subscriptions.c.url == sub.url,
+                )
+            )
+            wanted = set(sub.event_types)
+            for sub_id, filters in same_url.all():
+                if set(filters) == wanted:
+                    raise DuplicateSubscription(sub_id)
             await conn.execute(insert(subscriptions).values(**sub.__dict__, deleted_at=None))
 
     async def get_subscription(self, tenant_id: str, sub_id: str) -> SubscriptionRecord | None:

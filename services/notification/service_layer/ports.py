@@ -152,11 +152,35 @@ class EmailCompletion:
     last_error: str | None
 
 
+class SubscriptionLimitReached(Exception):
+    """The tenant already has `limit` live subscriptions (disabled ones count)."""
+
+    def __init__(self, limit: int, live: int) -> None:
+        super().__init__(f"max_subscriptions_per_tenant is {limit}; this request needs {live + 1}")
+        self.limit = limit
+        self.current = live + 1
+        """The count the request would reach (like the scheduler's quota refusals)."""
+
+
+class DuplicateSubscription(Exception):
+    """A live subscription of the tenant already has this url and these event type filters."""
+
+    def __init__(self, existing_id: str) -> None:
+        super().__init__(f"subscription {existing_id} already sends these events to this url")
+        self.existing_id = existing_id
+
+
 class NotificationStore(Protocol):
     async def ping(self) -> bool: ...
 
     # subscriptions
-    async def insert_subscription(self, sub: SubscriptionRecord) -> None: ...
+    async def insert_subscription(self, sub: SubscriptionRecord, *, max_per_tenant: int) -> None:
+        """Insert `sub` unless the tenant already has `max_per_tenant` live subscriptions
+        (SubscriptionLimitReached) or a live one with the same url and the same set of filters
+        (DuplicateSubscription); concurrent inserts of one tenant take turns, so neither rule
+        can be overrun."""
+        ...
+
     async def get_subscription(self, tenant_id: str, sub_id: str) -> SubscriptionRecord | None: ...
     async def list_subscriptions(
         self, tenant_id: str, limit: int, after: Cursor | None

@@ -1,5 +1,12 @@
 """Subscription use cases: create, update, rotate the secret, delete. Secrets are encrypted at
-rest (servicekit SecretBox, bound to the subscription id) and returned only on create/rotate."""
+rest (servicekit SecretBox, bound to the subscription id) and returned only on create/rotate.
+
+Every subscription multiplies each event it matches into a delivery, so a tenant's are bounded:
+a create is refused past `max_per_tenant` live subscriptions, disabled ones included
+(SubscriptionLimitReached, NOTIFICATION_MAX_SUBSCRIPTIONS_PER_TENANT), and when a live one
+already has the same url and the same set of filters (DuplicateSubscription: it would deliver
+every event twice to one endpoint; enable or edit the existing one instead). A PATCH is not
+refused as a duplicate: it never adds a subscription, so the cap still bounds the fan-out."""
 
 from __future__ import annotations
 
@@ -29,6 +36,9 @@ def _aad(sub_id: str) -> bytes:
     return sub_id.encode()
 
 
+DEFAULT_MAX_SUBSCRIPTIONS_PER_TENANT = 100
+"""Live subscriptions per tenant: each one is a delivery per matching event."""
+
 PLAINTEXT_CACHE_SIZE = 4096
 """Decrypted signing secrets kept by the dispatcher's process (one per ciphertext and
 subscription), so that a claim does not decrypt each endpoint's secret again. A rotated-out or
@@ -47,8 +57,10 @@ class SubscriptionService:
         secret_grace_seconds: int,
         known_event_types: Sequence[str],
         allowed_ports: frozenset[int] | None = None,
+        max_per_tenant: int = DEFAULT_MAX_SUBSCRIPTIONS_PER_TENANT,
     ) -> None:
         self.store = store
+        self.max_per_tenant = max_per_tenant
         self.box = box
         self.clock = clock
         self.allow_private_networks = allow_private_networks
@@ -94,7 +106,8 @@ class SubscriptionService:
             created_at=now,
             updated_at=now,
         )
-        await self.store.insert_subscription(sub)
+        # Raises SubscriptionLimitReached or DuplicateSubscription (ports), mapped by the API.
+        await self.store.insert_subscription(sub, max_per_tenant=self.max_per_tenant)
         return SubscriptionWithSecret(sub, secret)
 
     async def update(

@@ -23,9 +23,9 @@ Rules, in this order, for each occurrence `t` from `next_run_at` up to `now + lo
    call `Run.skip(SkipReason.OVERLAP, ...)`.
 4. Quota: once `runs_allowed_today` pending runs have been planned in this pass -> skipped
    `quota`. Skipped rows never consume the budget. The caller passes the tenant's remaining
-   allowance for the current quota day and subtracts `decision.pending_count` before planning the
-   tenant's next schedule; to keep a pass from charging the next day's runs to today, cut
-   `lookahead` at the quota day's end.
+   allowance for the quota day of `now` (the day the pass creates its runs in: each one counts
+   there, an occurrence past midnight included) and subtracts `decision.pending_count` before
+   planning the tenant's next schedule.
 
 Timing (DESIGN.md §7a): `next_after` already honours start_at, end_at and a one-shot's run_at;
 `runs_left` (max_runs minus the occurrences planned before) stops the pass after that many, skipped

@@ -27,8 +27,13 @@ Entitlements rules (`apply_entitlements_event`, `Entitlements.with_limits`):
 - `max_schedules` counts live (non-deleted) schedules, paused ones included.
 - `check_*` return a QuotaViolation(key, limit, current) or None; `current` is the value the
   request would reach (schedules after creating, the cron's smallest gap, the payload's bytes).
-- `max_runs_per_day` counts the tenant's non-skipped runs whose `scheduled_for` is in the UTC
-  calendar day (`quota_day`).
+- `max_runs_per_day` counts the tenant's non-skipped runs *created* in the UTC calendar day
+  (`quota_day` of their `created_at`): the work the service takes on that day, whatever
+  occurrence a run is for. A backfill of past days spends today's runs (not the past days'),
+  late runs of a misfire catch-up count the day they are planned, and a run the planner's
+  look-ahead creates before midnight for an occurrence after it counts the day it was created.
+  Every writer counts and stamps its runs with one `now`, so the day it checks is the day its
+  runs land in.
 
 Downgrade (`over_limit`): live schedules ordered by (created_at, id); the oldest
 `max_schedules` are within the limit and every *active* schedule after them is over it (the newest
@@ -223,7 +228,8 @@ def check_payload_bytes(ent: Entitlements, size: int) -> QuotaViolation | None:
 
 
 def quota_day(instant: datetime) -> tuple[datetime, datetime]:
-    """The UTC calendar day [start, end) that `max_runs_per_day` counts in."""
+    """The UTC calendar day [start, end) holding `instant`: `max_runs_per_day` counts the runs
+    created in the day of `now`."""
     at = _utc("instant", instant)
     start = at.replace(hour=0, minute=0, second=0, microsecond=0)
     return start, start + timedelta(days=1)

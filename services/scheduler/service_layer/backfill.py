@@ -11,17 +11,18 @@ occurrences in (after, until], on request.
 - At most MAX_BACKFILL_OCCURRENCES per request, refused as "more than" that: counting stops one
   past the limit, so every request costs at most that many occurrences, computed outside any
   transaction.
-- The runs count toward `max_runs_per_day` in the UTC day of their `scheduled_for`, like every
-  run (domain/tenant.py); a request that would take a day over the limit is refused whole.
-  Counting reserves the day until commit (`count_runs_by_tenant`), so concurrent requests and
-  planner passes cannot both spend what is left.
+- The runs count toward `max_runs_per_day` in the UTC day they are created (today), like every
+  run (domain/tenant.py), whatever past days they are for; a request that would take today over
+  the limit is refused whole. A tenant without an entitlements event has the configured
+  defaults (`defaults`: SCHEDULER_DEFAULT_*). Counting reserves today until commit
+  (`count_runs_by_tenant`, one advisory lock on PostgreSQL whatever the range), so concurrent
+  requests and planner passes cannot both spend what is left.
 - The dispatcher claims backfill runs in a lower-priority lane (adapters/db/runs/claims.py): only
   with what a claim has left after the live runs due, so a backfill never delays a live run.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from typing import Any
 
 from scheduler.domain.run import Run, Trigger
 from scheduler.domain.schedule import Schedule
-from scheduler.domain.tenant import quota_day, runs_remaining
+from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements, quota_day, runs_remaining
 from scheduler.domain.timing import AnnotatedOccurrence, annotated_occurrences
 from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
 from scheduler.service_layer.quota import entitlements_for
@@ -70,6 +71,7 @@ async def backfill(
     include_existing: bool,
     clock: Clock,
     wake: Wake | None = None,
+    defaults: Entitlements = DEFAULT_ENTITLEMENTS,
 ) -> BackfillResult:
     if after >= until:
         raise InvalidInput("from", "must be before 'to'")
@@ -101,7 +103,7 @@ async def backfill(
         ]
         for run in new_runs:
             run.backfill_id = backfill_id
-        await _check_daily_runs(uow, tenant_id, new_runs)
+        await _check_daily_runs(uow, tenant_id, len(new_runs), now, defaults)
         created = await uow.runs.insert_runs(new_runs)
         await uow.commit()
     if wake is not None and created:
@@ -153,13 +155,14 @@ def _backfill_run(
     )
 
 
-async def _check_daily_runs(uow: UnitOfWork, tenant_id: str, new_runs: list[Run]) -> None:
-    """max_runs_per_day in each UTC day the new runs fall in (their scheduled_for)."""
-    if not new_runs:
+async def _check_daily_runs(
+    uow: UnitOfWork, tenant_id: str, new: int, now: datetime, defaults: Entitlements
+) -> None:
+    """max_runs_per_day in the UTC day of `now`, the day the new runs are created in (their
+    created_at is `now`): one count and one lock, whatever days the occurrences fall in."""
+    if not new:
         return
-    ent = await entitlements_for(uow, tenant_id)
-    per_day = Counter(quota_day(r.scheduled_for) for r in new_runs)
-    for (start, end), n in sorted(per_day.items()):
-        used = (await uow.runs.count_runs_by_tenant([tenant_id], start, end)).get(tenant_id, 0)
-        if runs_remaining(ent, used) < n:
-            raise QuotaExceeded("max_runs_per_day", ent.max_runs_per_day, used + n)
+    ent = await entitlements_for(uow, tenant_id, defaults)
+    used = (await uow.runs.count_runs_by_tenant([tenant_id], *quota_day(now))).get(tenant_id, 0)
+    if runs_remaining(ent, used) < new:
+        raise QuotaExceeded("max_runs_per_day", ent.max_runs_per_day, used + new)

@@ -13,14 +13,15 @@ schedule's jitter. A schedule left with no occurrence is completed in the same t
 (`Schedule.complete`, event `schedule.completed`).
 
 With a tenant projection (`tenants`), suspended tenants' occurrences are skipped and each
-tenant's `max_runs_per_day` budget (its non-skipped runs in the UTC day, counted in the same
-transaction) turns pending runs beyond it into `skipped` (`quota`).
+tenant's `max_runs_per_day` budget (its non-skipped runs created in the UTC day of `now`, the
+day this pass creates its runs in, counted in the same transaction) turns pending runs beyond it
+into `skipped` (`quota`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache, partial
 
@@ -96,7 +97,7 @@ async def plan_due(
         needs_overlap = [s.id for s in due if s.definition.policies.overlap_policy is overlap_skip]
         unfinished = await tx.unfinished_schedule_ids(needs_overlap)
         budgets = (
-            await _DailyBudgets.load(tx, tenants, [s.tenant_id for s in due], now, cfg)
+            await _DailyBudgets.load(tx, tenants, [s.tenant_id for s in due], now)
             if tenants is not None
             else None
         )
@@ -194,7 +195,7 @@ def _plan_schedule(
             misfire_grace=cfg.misfire_grace,
             tenant_suspended_at=partial(_suspended, budgets.tenants, s.tenant_id),
         )
-        decision = budgets.plan(s.tenant_id, state, plan, cfg, now)
+        decision = budgets.plan(s.tenant_id, state, plan, cfg)
     runs: list[Run] = []
     for occurrence in decision.occurrences:
         to_send = occurrence.status is RunStatus.PENDING
@@ -211,41 +212,24 @@ def _plan_schedule(
 
 
 class _DailyBudgets:
-    """max_runs_per_day at planning (DESIGN §6): each tenant's remaining runs in the UTC
-    quota day of `now` and, when the look-ahead crosses midnight, of the next day. A pass plans
-    up to the day's end with today's budget, then the rest of the look-ahead with tomorrow's, so
-    no run is charged to the wrong day and the planner never stalls before midnight."""
+    """max_runs_per_day at planning (DESIGN §6): each tenant's remaining runs in the UTC day of
+    `now`. Every run a pass creates (created_at `now`) counts toward that day, also an
+    occurrence the look-ahead reaches past midnight, so one count (and one lock) per tenant
+    covers the pass."""
 
-    def __init__(
-        self,
-        tenants: TenantStatus,
-        today_end: datetime,
-        today: dict[str, int],
-        tomorrow: dict[str, int],
-    ):
+    def __init__(self, tenants: TenantStatus, today: dict[str, int]):
         self.tenants = tenants
-        self.today_end = today_end
         self.today = today
-        self.tomorrow = tomorrow
 
     @classmethod
     async def load(
-        cls,
-        tx: RunRepository,
-        tenants: TenantStatus,
-        tenant_ids: list[str],
-        now: datetime,
-        cfg: PlanningSettings,
+        cls, tx: RunRepository, tenants: TenantStatus, tenant_ids: list[str], now: datetime
     ) -> _DailyBudgets:
         ids = sorted(set(tenant_ids))
-        start, end = quota_day(now)
-        used = await tx.count_runs_by_tenant(ids, start, end)
-        today = {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
-        tomorrow: dict[str, int] = {}
-        if now + cfg.lookahead >= end:
-            used = await tx.count_runs_by_tenant(ids, end, quota_day(end)[1])
-            tomorrow = {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
-        return cls(tenants, end, today, tomorrow)
+        used = await tx.count_runs_by_tenant(ids, *quota_day(now))
+        return cls(
+            tenants, {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
+        )
 
     def plan(
         self,
@@ -253,43 +237,15 @@ class _DailyBudgets:
         state: PlanState,
         plan: Callable[..., PlanningDecision],
         cfg: PlanningSettings,
-        now: datetime,
     ) -> PlanningDecision:
-        # Occurrences are whole minutes: stopping a microsecond before midnight leaves midnight
-        # itself to tomorrow's budget.
-        to_midnight = min(cfg.lookahead, self.today_end - now - _EPSILON)
-        first = plan(
+        decision = plan(
             state,
-            lookahead=to_midnight,
+            lookahead=cfg.lookahead,
             max_per_pass=cfg.max_per_pass,
             runs_allowed_today=self.today[tenant_id],
         )
-        self.today[tenant_id] -= first.pending_count
-        room = cfg.max_per_pass - len(first.occurrences)
-        if to_midnight == cfg.lookahead or first.more_due or first.next_run_at is None:
-            return first
-        if room < 1:
-            return PlanningDecision(first.occurrences, first.next_run_at, more_due=True)
-        second = plan(
-            replace(
-                state,
-                next_run_at=first.next_run_at,
-                previous_run_unfinished=state.previous_run_unfinished or first.pending_count > 0,
-                runs_left=None
-                if state.runs_left is None
-                else state.runs_left - len(first.occurrences),
-            ),
-            lookahead=cfg.lookahead,
-            max_per_pass=room,
-            runs_allowed_today=self.tomorrow[tenant_id],
-        )
-        self.tomorrow[tenant_id] -= second.pending_count
-        return PlanningDecision(
-            first.occurrences + second.occurrences, second.next_run_at, second.more_due
-        )
-
-
-_EPSILON = timedelta(microseconds=1)
+        self.today[tenant_id] -= decision.pending_count
+        return decision
 
 
 async def next_planning_at(uows: UnitOfWorkFactory, lookahead: timedelta) -> datetime | None:

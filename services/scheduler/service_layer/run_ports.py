@@ -150,13 +150,15 @@ class RunRepository(Protocol):
     async def count_runs_by_tenant(
         self, tenant_ids: Sequence[str], start: datetime, end: datetime
     ) -> dict[str, int]:
-        """Non-skipped runs per tenant with start <= scheduled_for < end (max_runs_per_day);
-        tenants without runs are absent. The count reserves each tenant's day until commit:
-        another transaction counting the same tenant and day (a planner replica, a backfill)
-        waits for it, so two cannot both spend the runs left (PostgreSQL: a transaction-level
-        advisory lock per tenant and day; SQLite has one writer). Deadlock-free while callers
-        count days in ascending order and nothing that holds a day waits for a lock a counter
-        may hold (runs have no foreign key to their schedule row, which the planner holds)."""
+        """Non-skipped runs per tenant with start <= created_at < end (max_runs_per_day: the
+        runs a UTC day created, `start` its first instant); tenants without runs are absent.
+        The count reserves each tenant's day until commit: another transaction counting the
+        same tenant and day (a planner replica, a backfill) waits for it, so two cannot both
+        spend the runs left (PostgreSQL: a transaction-level advisory lock per tenant and
+        day, one per tenant whatever the runs are for; SQLite has one writer). Deadlock-free
+        while callers count days in ascending order and nothing that holds a day waits for a
+        lock a counter may hold (runs have no foreign key to their schedule row, which the
+        planner holds)."""
         ...
 
     # ---- dispatcher ----------------------------------------------------------------------

@@ -12,13 +12,14 @@ from datetime import datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from scheduler.adapters.db.runs.planning import QUOTA_DAY_LOCK_NAMESPACE
 from scheduler.adapters.db.tables import runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.run import Run, Trigger
 from scheduler.domain.tenant import Entitlements, quota_day
 from scheduler.service_layer import tenant_events
-from scheduler.service_layer.backfill import backfill
+from scheduler.service_layer.backfill import ONCE, backfill
 from scheduler.service_layer.errors import QuotaExceeded
 from scheduler.service_layer.planning_service import PlanningSettings, plan_due
 from tests.scheduler.runs.conftest import T0, ManualClock, add_schedule, make_container
@@ -195,3 +196,93 @@ async def test_a_backfill_waits_for_the_planner_pass_that_counted_first(pg: Cont
         await planner.commit()
     assert await asyncio.wait_for(backfilling, WAIT_SECONDS) == "refused"  # 10 + 5 > 12
     assert await _runs_in_day(pg, "tenant-a") == 10
+
+
+MONTHLY = "0 0 1 * *"
+DAILY = "0 0 * * *"
+QUOTA_LOCKS = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = :ns"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+async def _quota_locks(container: Container) -> int:
+    async with container.engine.connect() as conn:
+        n = await conn.scalar(sa.text(QUOTA_LOCKS), {"ns": QUOTA_DAY_LOCK_NAMESPACE})
+    return int(n or 0)
+
+
+async def test_a_backfill_over_decades_holds_one_quota_lock(pg: Container) -> None:
+    """The locks are counted from another connection while the backfill, its days counted,
+    waits to insert a run another transaction is inserting too: one lock (today's), not one
+    per day of its 40 years."""
+    uows = pg.uow_factory
+    s = await add_schedule(pg, "http://127.0.0.1:9/x", cron=MONTHLY)
+    after = T0.replace(year=T0.year - 40)
+    last = T0.replace(day=1, hour=0, minute=0, second=0)  # the range's last occurrence
+    async with uows() as blocker:
+        twin = Run.planned(
+            tenant_id="tenant-a",
+            schedule_id=s.id,
+            scheduled_for=last,
+            now=T0,
+            trigger=Trigger.BACKFILL,
+            due_at=T0,
+        )
+        twin.backfill_id = ONCE
+        assert await blocker.runs.insert_runs([twin]) == 1
+        backfilling = asyncio.create_task(_backfill(uows, s.id, after=after))
+        await asyncio.wait_for(_until_a_backend_waits_on_a_lock(pg), WAIT_SECONDS)
+        held = await _quota_locks(pg)
+        await blocker.rollback()
+    created = await asyncio.wait_for(backfilling, WAIT_SECONDS)
+    assert created == 40 * 12  # 40 years of months
+    assert held == 1
+
+
+async def test_two_tenants_backfilling_decades_at_once_both_succeed(pg: Container) -> None:
+    """~25 years of days each (9,000 occurrences, under the default 10,000 a day): both are
+    accepted, while a sampler sees at most a lock per tenant (one per day of each range took
+    18,000 locks, past PostgreSQL's lock table: both answered 503, and so did every other
+    transaction that needed a lock meanwhile)."""
+    uows = pg.uow_factory
+    tenants = ("tenant-a", "tenant-b")
+    schedules = {
+        t: await add_schedule(pg, "http://127.0.0.1:9/x", cron=DAILY, tenant=t) for t in tenants
+    }
+    after = T0 - timedelta(days=9_000)
+    seen: list[int] = []
+
+    async def one(tenant: str) -> int | str:
+        try:
+            result = await backfill(
+                uows,
+                tenant_id=tenant,
+                schedule_id=schedules[tenant].id,
+                after=after,
+                until=UNTIL,
+                dry_run=False,
+                include_existing=False,
+                clock=lambda: T0,
+            )
+        except QuotaExceeded:
+            return "refused"
+        return result.created
+
+    async def sample(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            seen.append(await _quota_locks(pg))
+            await asyncio.sleep(0.01)
+
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample(stop))
+    try:
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(one(t) for t in tenants)), 20 * WAIT_SECONDS
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(sampler, WAIT_SECONDS)
+    assert answers == [9_000, 9_000]
+    assert seen
+    assert max(seen) <= len(tenants)

@@ -1,6 +1,6 @@
-"""max_runs_per_day at planning: the planner charges each tenant's pending runs to the
-UTC day they are scheduled in, skips the rest with `quota`, and never charges tomorrow's runs to
-today when its look-ahead crosses midnight."""
+"""max_runs_per_day at planning: the planner charges each tenant's pending runs to the UTC
+day it creates them in (its pass's `now`), skips the rest with `quota`; an occurrence the
+look-ahead reaches past midnight counts the day it was planned, and the next day starts afresh."""
 
 from __future__ import annotations
 
@@ -59,21 +59,26 @@ async def test_budget_is_per_tenant_and_per_utc_day(
     assert report.runs_inserted == 6  # 23:59 and 00:00 of each schedule
     t_0359 = BEFORE_MIDNIGHT - timedelta(seconds=30)
     midnight = BEFORE_MIDNIGHT + timedelta(seconds=30)
-    # The older schedule takes t1's one run of each day; 00:00 is tomorrow's, not today's.
+    # The older schedule takes t1's one run of the day; 00:00, planned today, is over it too.
     a, b = await _runs(engine, first.id), await _runs(engine, second.id)
-    assert [(s, r) for s, r, _ in a] == [("pending", None), ("pending", None)]
+    assert [(s, r) for s, r, _ in a] == [("pending", None), ("skipped", "quota")]
     assert [t for _, _, t in a] == [t_0359, midnight]
     assert [(s, r) for s, r, _ in b] == [("skipped", "quota"), ("skipped", "quota")]
     assert [s for s, _, _ in await _runs(engine, other.id)] == ["pending", "pending"]
 
-    # The next pass counts what is stored: t1's 00:01 is over tomorrow's budget too.
-    report = await plan_due(
-        SqlUnitOfWorkFactory(engine, uows.box),
-        now=midnight + timedelta(seconds=30),
-        settings=PlanningSettings(lookahead=timedelta(seconds=60)),
-        tenants=cache,
-    )
-    assert [(s, r) for s, r, _ in (await _runs(engine, first.id))[2:]] == [("skipped", "quota")]
+    # The next pass runs in the new day, which has created nothing yet: t1's 00:01 fits, and
+    # the one after it (next pass, same day) does not.
+    for now in (midnight + timedelta(seconds=30), midnight + timedelta(seconds=90)):
+        await plan_due(
+            SqlUnitOfWorkFactory(engine, uows.box),
+            now=now,
+            settings=PlanningSettings(lookahead=timedelta(seconds=30)),
+            tenants=cache,
+        )
+    assert [(s, r) for s, r, _ in (await _runs(engine, first.id))[2:]] == [
+        ("pending", None),
+        ("skipped", "quota"),
+    ]
 
 
 async def test_without_a_projection_nothing_is_counted(

@@ -106,7 +106,7 @@ async def test_cache_answers_synchronously_after_refresh(
     assert not cache.suspended_at("t1", T0 + timedelta(days=2))
 
 
-async def test_runs_per_day_count_is_non_skipped_runs_of_the_utc_day(
+async def test_runs_per_day_count_is_non_skipped_runs_created_in_the_utc_day(
     uows: SqlUnitOfWorkFactory, mclock: ManualClock, engine: AsyncEngine
 ) -> None:
     await tenant_events.apply_events(
@@ -130,12 +130,19 @@ async def test_runs_per_day_count_is_non_skipped_runs_of_the_utc_day(
             now=T0,
             reason=SkipReason.MISFIRE,
         ),
-        Run.planned(  # the next UTC day
+        Run.planned(  # created the next UTC day (for an occurrence of today: a late one)
             tenant_id="t1",
             schedule_id="sch_a",
-            scheduled_for=T0 + timedelta(days=1),
-            now=T0,
+            scheduled_for=T0 + timedelta(minutes=3),
+            now=T0 + timedelta(days=1),
             trigger=Trigger.SCHEDULE,
+        ),
+        Run.planned(  # created today for a past day's occurrence (a backfill): counts today
+            tenant_id="t1",
+            schedule_id="sch_a",
+            scheduled_for=T0 - timedelta(days=400),
+            now=T0,
+            trigger=Trigger.BACKFILL,
         ),
         Run.planned(  # another tenant
             tenant_id="t2", schedule_id="sch_b", scheduled_for=T0, now=T0, trigger=Trigger.SCHEDULE
@@ -146,6 +153,6 @@ async def test_runs_per_day_count_is_non_skipped_runs_of_the_utc_day(
     async with uows() as uow:
         today = await uow.runs.count_runs_by_tenant(["t1", "t2", "t3"], *quota_day(T0))
         tomorrow = await uow.runs.count_runs_by_tenant(["t1"], *quota_day(T0 + timedelta(1)))
-    assert today == {"t1": 2, "t2": 1}
+    assert today == {"t1": 3, "t2": 1}
     assert tomorrow == {"t1": 1}
     assert json.dumps(rows[0].status) == '"pending"'

@@ -27,10 +27,19 @@ from notification.entrypoints.api.schemas import (
     SubscriptionPatch,
     SubscriptionWithSecretOut,
 )
-from notification.service_layer.ports import SubscriptionRecord
+from notification.service_layer.ports import (
+    DuplicateSubscription,
+    SubscriptionLimitReached,
+    SubscriptionRecord,
+)
 from notification.service_layer.subscriptions import SubscriptionNotFound
 from servicekit.data.pagination import LIMIT_DEFAULT, Cursor, split_page
-from servicekit.http.problems import ProblemError, field_errors_problem, not_found
+from servicekit.http.problems import (
+    ProblemError,
+    field_errors_problem,
+    not_found,
+    problem_responses,
+)
 from webhookdeliver import InvalidTargetURL
 
 router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"], responses=ROUTE_ERRORS)
@@ -49,7 +58,12 @@ def _with_secret(sub: SubscriptionRecord, secret: str) -> SubscriptionWithSecret
     return SubscriptionWithSecretOut(**dict(SubscriptionOut.of(sub)), secret=secret)
 
 
-@router.post("/", status_code=201, response_model=SubscriptionWithSecretOut, responses=BODY_ERRORS)
+@router.post(
+    "/",
+    status_code=201,
+    response_model=SubscriptionWithSecretOut,
+    responses={**BODY_ERRORS, **problem_responses(409)},
+)
 async def create_subscription(
     body: SubscriptionIn, principal: Write, c: Box
 ) -> SubscriptionWithSecretOut:
@@ -61,6 +75,22 @@ async def create_subscription(
         raise _invalid("url", str(exc)) from exc
     except InvalidEventTypeFilter as exc:
         raise _invalid("event_types", str(exc)) from exc
+    except SubscriptionLimitReached as exc:
+        # 403 like the scheduler's quota refusals: the request is fine, the limit refuses it.
+        raise ProblemError(
+            403,
+            "quota-exceeded",
+            str(exc),
+            extra={
+                "limit": "max_subscriptions_per_tenant",
+                "limit_value": exc.limit,
+                "current": exc.current,
+            },
+        ) from exc
+    except DuplicateSubscription as exc:
+        raise ProblemError(
+            409, "duplicate-subscription", str(exc), extra={"existing_id": exc.existing_id}
+        ) from exc
     return _with_secret(created.subscription, created.secret)
 
 

@@ -19,8 +19,9 @@ Run index choices (every hot query is O(rows it returns), never O(table)):
   (migration 0009): the overlap checks ("is an earlier run of this schedule unfinished"), a few
   entries per schedule whatever its history.
 - `ix_runs_tenant_scheduled` (tenant_id, scheduled_for), beside the tenant tables
-  (`tenant_store.py`): the daily quota count and the tenant-wide history
-  (`GET /v1/schedules/-/runs`), read newest first.
+  (`tenant_store.py`): the tenant-wide history (`GET /v1/schedules/-/runs`), read newest first.
+- `ix_runs_tenant_created` (tenant_id, created_at) WHERE status <> 'skipped' (migration 0011):
+  the max_runs_per_day count, the runs a tenant's UTC day created, a range of that day alone.
 - `ix_runs_tenant_failed` (tenant_id, scheduled_for, id) and `ix_runs_schedule_failed`
   (schedule_id, scheduled_for, id) WHERE status = 'failed' (migration 0008): the dead-letter
   lists (`?status=failed`), which would otherwise filter the whole history newest first.
@@ -131,6 +132,8 @@ BACKFILL_SQL = "trigger = 'backfill'"
 LEASED_SQL = "status = 'in_progress'"
 FAILED_SQL = "status = 'failed'"
 PLANNED_SQL = "trigger = 'schedule'"
+# The runs max_runs_per_day counts (a skipped run does no work).
+COUNTED_SQL = "status <> 'skipped'"
 # The claim's per-row re-check: the runs due in either lane (the six statuses are a closed
 # set), written so PostgreSQL re-checks through the primary key (claims_pg.CLAIM_PLANNER).
 DUE_RECHECK_SQL = "status NOT IN ('in_progress', 'succeeded', 'failed', 'skipped')"
@@ -194,6 +197,7 @@ partial_index(
     runs.c.scheduled_for,
     where=UNFINISHED_LIVE_SQL,
 )
+partial_index("ix_runs_tenant_created", runs.c.tenant_id, runs.c.created_at, where=COUNTED_SQL)
 partial_index(
     "ix_runs_tenant_failed",
     runs.c.tenant_id,

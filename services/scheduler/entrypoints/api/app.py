@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
-from scheduler.bootstrap import Container, rotation_grace
+from scheduler.bootstrap import Container, default_entitlements, rotation_grace
 from scheduler.entrypoints.api import health, schedules
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
@@ -97,5 +97,7 @@ def app_from_container(
         on_startup=[*startup, container.start_tenants],
         on_shutdown=[container.stop_tenants, container.aclose],
     )
-    install_runs(app, container.uow_factory, container.clock, wake)
+    install_runs(
+        app, container.uow_factory, container.clock, wake, default_entitlements(container.settings)
+    )
     return app

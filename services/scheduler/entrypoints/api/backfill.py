@@ -89,6 +89,7 @@ async def backfill(
         include_existing=body.include_existing,
         clock=ctx.clock,
         wake=ctx.wake,
+        defaults=ctx.default_limits,
     )
     if body.dry_run:
         response.status_code = 200

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 
 from authclient import Principal
 from authclient.fastapi import require
+from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
@@ -48,6 +49,8 @@ class RunsApiContext:
     clock: Callable[[], datetime]
     wake: Callable[[], None] | None = None
     """Tell an in-process dispatcher that a run is due now."""
+    default_limits: Entitlements = DEFAULT_ENTITLEMENTS
+    """Limits of a tenant without an entitlements event (SCHEDULER_DEFAULT_*)."""
 
 
 def runs_context_of(request: Request) -> RunsApiContext:

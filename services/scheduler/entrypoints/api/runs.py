@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.run import Attempt, Run, RunStatus, Trigger
+from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 from scheduler.entrypoints.api import backfill
 from scheduler.entrypoints.api.context import RunsApiContext, require_writer, runs_context_of
 from scheduler.entrypoints.api.schemas import problem_responses
@@ -53,8 +54,9 @@ def install_runs(
     uows: UnitOfWorkFactory,
     clock: Callable[[], datetime],
     wake: Callable[[], None] | None = None,
+    default_limits: Entitlements = DEFAULT_ENTITLEMENTS,
 ) -> None:
-    app.state.runs_ctx = RunsApiContext(uows, clock, wake)
+    app.state.runs_ctx = RunsApiContext(uows, clock, wake, default_limits)
     app.include_router(router)
     app.include_router(backfill.router)
 

@@ -1,5 +1,6 @@
 """The planner's queries: due schedules locked for a pass, the overlap check, run inserts,
-next_run_at updates, the planner's sleep probe and the max_runs_per_day counts."""
+next_run_at updates, the planner's sleep probe and the max_runs_per_day counts (runs by the UTC
+day they were created, off `ix_runs_tenant_created`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,20 @@ import sqlalchemy as sa
 from scheduler.adapters.db.repository import DEFINITION_COLUMNS, definition_from_row
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import as_datetime, run_to_row
-from scheduler.adapters.db.tables import ACTIVE_LIVE_SQL, UNFINISHED_LIVE_SQL, runs, schedules
+from scheduler.adapters.db.tables import (
+    ACTIVE_LIVE_SQL,
+    COUNTED_SQL,
+    UNFINISHED_LIVE_SQL,
+    runs,
+    schedules,
+)
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
 
 # Advisory locks of max_runs_per_day, (namespace, key) in the two-int space: apart from the
-# relay's single bigint. Two tenant-days sharing a 32-bit key only wait for each other.
+# relay's single bigint. Two tenant-days sharing a 32-bit key only wait for each other. A count
+# takes one per tenant (the day being counted: the day its runs are created in), whatever the
+# occurrences' range, so a transaction holds at most a batch's tenants of them.
 QUOTA_DAY_LOCK_NAMESPACE = 0x51D0
 # In ascending key order, one statement: the order every counter takes them in.
 _LOCK_QUOTA_DAYS = sa.text(
@@ -130,9 +139,10 @@ class PlannerQueries(RunSql):
             sa.select(runs.c.tenant_id, sa.func.count())
             .where(
                 runs.c.tenant_id.in_(sorted(set(tenant_ids))),
-                runs.c.scheduled_for >= start,
-                runs.c.scheduled_for < end,
-                runs.c.status != "skipped",
+                runs.c.created_at >= start,
+                runs.c.created_at < end,
+                # ix_runs_tenant_created's predicate, as a literal (module docstring of tables)
+                sa.text(COUNTED_SQL),
             )
             .group_by(runs.c.tenant_id)
         )
