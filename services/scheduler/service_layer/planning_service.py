@@ -89,15 +89,15 @@ async def plan_due(
     """One planning pass at `now`."""
     cfg = settings or PlanningSettings()
     async with uows() as uow:
-        tx = uow.runs
-        due = await tx.lock_due_schedules(now + cfg.lookahead, cfg.batch)
+        runs = uow.runs
+        due = await runs.lock_due_schedules(now + cfg.lookahead, cfg.batch)
         if not due:
             return PlanningReport(0, 0, None, False)
         overlap_skip = OverlapPolicy.SKIP
         needs_overlap = [s.id for s in due if s.definition.policies.overlap_policy is overlap_skip]
-        unfinished = await tx.unfinished_schedule_ids(needs_overlap)
+        unfinished = await runs.unfinished_schedule_ids(needs_overlap)
         budgets = (
-            await _DailyBudgets.load(tx, tenants, [s.tenant_id for s in due], now)
+            await _DailyBudgets.load(runs, tenants, [s.tenant_id for s in due], now)
             if tenants is not None
             else None
         )
@@ -105,9 +105,9 @@ async def plan_due(
         new_runs = [run for p in passes for run in p.runs]
         # An occurrence already planned (next_run_at moved back over it) is not inserted again:
         # only the new rows count toward max_runs and record events.
-        new_ids = await tx.insert_new_runs(new_runs)
+        new_ids = await runs.insert_new_runs(new_runs)
         updates = [p.update(new_ids) for p in passes]
-        await tx.set_next_run_at(updates)
+        await runs.set_next_run_at(updates)
         # Rare (bounds, max_runs or a one-shot reached): the aggregate records schedule.completed.
         completed = [p.schedule.id for p in passes if p.completes()]
         for schedule in (await uow.schedules.lock(completed)).values():
@@ -223,10 +223,10 @@ class _DailyBudgets:
 
     @classmethod
     async def load(
-        cls, tx: RunRepository, tenants: TenantStatus, tenant_ids: list[str], now: datetime
+        cls, runs: RunRepository, tenants: TenantStatus, tenant_ids: list[str], now: datetime
     ) -> _DailyBudgets:
         ids = sorted(set(tenant_ids))
-        used = await tx.count_runs_by_tenant(ids, *quota_day(now))
+        used = await runs.count_runs_by_tenant(ids, *quota_day(now))
         return cls(
             tenants, {t: runs_remaining(tenants.entitlements(t), used.get(t, 0)) for t in ids}
         )
