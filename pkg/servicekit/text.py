@@ -3,8 +3,9 @@
 `PlainText` (names, reasons, ids, URLs, e-mail addresses, event types, cursors, filters) refuses
 every control character: C0 (U+0000-U+001F, so NUL, tab and newline too), DEL (U+007F) and C1
 (U+0080-U+009F). `MultilineText` (free-form descriptions) allows tab, LF and CR, nothing else of
-those. Both refuse lone surrogates (U+D800-U+DFFF): JSON `"\\ud800"` decodes to one, and it has
-no UTF-8 encoding, so the database driver would fail on it. The refusal is a pydantic error (422
+those; `TAB_ONLY` (cron expressions, whose fields spaces or tabs separate) allows tab alone. All
+refuse lone surrogates (U+D800-U+DFFF): JSON `"\\ud800"` decodes to one, and it has no UTF-8
+encoding, so the database driver would fail on it. The refusal is a pydantic error (422
 naming the field); the JSON Schema carries the same rule as a `pattern`, so clients and fuzzers
 see it.
 """
@@ -21,12 +22,14 @@ from pydantic_core import core_schema
 # pattern (no conforming JSON text produces them) but refused by the validator.
 PLAIN_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*$"
 MULTILINE_PATTERN = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
+TAB_PATTERN = r"^[^\u0000-\u0008\u000a-\u001f\u007f-\u009f]*$"
 # RFC 9110 §5.5 field-value without obs-text: visible ASCII, space and horizontal tab.
 HEADER_VALUE_PATTERN = r"^[\t\u0020-\u007e]*$"
 # RFC 9110 §5.6.2 token (a field name).
 TOKEN_PATTERN = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$"
 
 _MULTILINE_ALLOWED = frozenset("\t\n\r")
+_TAB_ALLOWED = frozenset("\t")
 _TOKEN_CHARS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
@@ -59,7 +62,9 @@ class NoControlChars:
             return value
         bad = forbidden_char(value, allow=self.allow)
         if bad is not None:
-            allowed = " other than tab and newline" if self.allow else ""
+            allowed = ""
+            if self.allow:
+                allowed = " other than tab" + (" and newline" if "\n" in self.allow else "")
             raise ValueError(
                 f"must not contain control characters{allowed} ({_describe(bad)} found)"
             )
@@ -80,6 +85,7 @@ class NoControlChars:
 
 NO_CONTROL_CHARS = NoControlChars()
 TAB_AND_NEWLINE_ONLY = NoControlChars(allow=_MULTILINE_ALLOWED, pattern=MULTILINE_PATTERN)
+TAB_ONLY = NoControlChars(allow=_TAB_ALLOWED, pattern=TAB_PATTERN)
 
 
 def is_token(value: str) -> bool:

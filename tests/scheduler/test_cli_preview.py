@@ -103,6 +103,22 @@ def test_ends_quietly_at_the_end_of_the_calendar() -> None:
     assert result.stdout.splitlines() == ["9999-11-01T00:00:00+00:00", "9999-12-01T00:00:00+00:00"]
 
 
+def test_a_cron_the_policy_starves_exits_2_naming_the_bound() -> None:
+    # The second Sunday of March at 02:30 is inside New York's spring-forward gap every year:
+    # with `skip` it never fires. The engine gives up after MAX_GAP_YEARS (50) instead of
+    # walking to the year 9999.
+    result = preview(
+        "--cron", "30 2 8-14 3 */7", "--tz", "America/New_York", "--dst-policy", "skip",
+        "--after", "2026-01-01T00:00:00Z", "--count", "3",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "scheduler preview: cron: fires less than once in 50 years: no occurrence within 50 "
+        "years after 2026-01-01T00:00:00+00:00 with dst_policy skip"
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

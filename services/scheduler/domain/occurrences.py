@@ -31,6 +31,10 @@ per-zone, per-decade table built by probing the offset once a day (zoneinfo expo
 transition list); see the constants below for what that relies on, and
 tests/scheduler/schedules/test_occurrences_tzdata.py for the check against tzdata itself.
 
+Bounds: a walk gives up after MAX_GAP_YEARS without an occurrence (see the constant: only a DST
+policy can starve a valid expression for good, and without the bound that walk would build every
+decade's table up to the year 9999), and with `until` it stops there, so `end_at` bounds it too.
+
 Historical local mean time offsets with seconds (before ~1970 in most zones) are handled, but
 their occurrences are at whole *local* minutes, so the instants are not whole UTC minutes.
 """
@@ -75,6 +79,16 @@ _DEFAULT_SINCE = datetime(1970, 1, 1, tzinfo=UTC)
 # smallest gap between matching days unless matches are rarer than that (then 400 years).
 _DAY_GAP_SCAN = (date(2001, 1, 1).toordinal(), date(2029, 1, 1).toordinal())
 _DAY_GAP_SCAN_RARE = (date(2001, 1, 1).toordinal(), date(2401, 1, 1).toordinal())
+# The walk gives up after MAX_GAP_YEARS of wall time without an occurrence. Any day rule that can
+# match at all matches at least once every 40 years: the rarest, February 29 on one weekday
+# (`0 0 29 2 */7`), recurs after 28 years, or 40 across a century year that is not a leap year
+# (2072 -> 2112); 50 leaves a margin. Beyond that only the DST policy can starve an expression
+# (`30 2 8-14 3 */7` with `skip` in New York: the second Sunday of March at 02:30 never exists),
+# and such a walk would otherwise cost every decade up to the year 9999 (seconds of CPU). Every
+# year type of the Gregorian calendar occurs within 50 years, so with a zone's rules repeating
+# yearly (tzdata's rule for the far future), no occurrence in 50 years means none ever.
+MAX_GAP_YEARS = 50
+_MAX_GAP_DAYS = MAX_GAP_YEARS * 365 + MAX_GAP_YEARS // 4
 
 
 def _seconds(offset: timedelta | None) -> int:
@@ -221,7 +235,7 @@ class Recurrence:
             # Only occurrences within `reach` of a transition can be pulled closer by it.
             reach = abs(change) + best + 120
             previous: int | None = None
-            for occurrence in self._iterate(instant - reach):
+            for occurrence in self._iterate(instant - reach, instant + reach + best):
                 ts = (occurrence - _EPOCH) // _ONE_SECOND
                 if previous is not None:
                     best = min(best, ts - previous)
@@ -253,17 +267,32 @@ class Recurrence:
                 return gap
         return 1  # unreachable for a validated expression; 1 day can never over-estimate
 
-    def next_after(self, after: datetime) -> datetime | None:
-        """The first occurrence strictly after `after`; None only past the year 9999."""
-        return next(self.iter_after(after), None)
+    def next_after(self, after: datetime, until: datetime | None = None) -> datetime | None:
+        """The first occurrence strictly after `after` (and at or before `until`); None when
+        there is none within MAX_GAP_YEARS of `after`, or before the year 9999 ends."""
+        return next(self.iter_after(after, until), None)
 
-    def iter_after(self, after: datetime) -> Iterator[datetime]:
-        """Occurrences strictly after `after`, increasing, until the year 9999 ends."""
-        return self._iterate(_instant(after))
+    def iter_after(self, after: datetime, until: datetime | None = None) -> Iterator[datetime]:
+        """Occurrences strictly after `after`, increasing, until the year 9999 ends, `until`
+        (inclusive) passes, or MAX_GAP_YEARS pass without one (then it stops for good: see
+        MAX_GAP_YEARS). The walk itself stops at `until`, so a bound costs what it holds."""
+        return self._iterate(_instant(after), None if until is None else _instant(until))
 
     # -- the engine ------------------------------------------------------------------------
 
-    def _iterate(self, after_ts: int) -> Iterator[datetime]:
+    def _iterate(self, after_ts: int, until_ts: int | None = None) -> Iterator[datetime]:
+        if until_ts is None:
+            yield from self._walk(after_ts, _LAST_ORDINAL)
+            return
+        # A wall day past this ordinal starts more than a day after `until_ts` in any offset
+        # (offsets stay within 26 h of UTC), so the walk need not look at it.
+        last_ordinal = (until_ts + _SPAN_MARGIN) // _DAY + _EPOCH_ORDINAL + 1
+        for occurrence in self._walk(after_ts, last_ordinal):
+            if (occurrence - _EPOCH) // _ONE_SECOND > until_ts:
+                return
+            yield occurrence
+
+    def _walk(self, after_ts: int, last_ordinal: int) -> Iterator[datetime]:
         start = self._start_wall(after_ts)
         if start is None:
             return
@@ -279,7 +308,13 @@ class Recurrence:
         last = after_ts
         transition: tuple[int, int, int] | None = None  # (lo, hi, instant) of the last gap
         span_start, span_end, span_offset = 0, -1, 0  # a constant-offset UTC interval
+        fired = last  # `last` when `give_up` was last moved
+        give_up = start_ordinal + _MAX_GAP_DAYS
         for ordinal, year, month, mday in self._matching_days_from(start_ordinal):
+            if last != fired:  # an earlier day fired: the gap counts from here
+                fired, give_up = last, ordinal + _MAX_GAP_DAYS
+            if ordinal > give_up or ordinal > last_ordinal:
+                break
             first = (
                 bisect_left(self._start_minutes, start_minute) if ordinal == start_ordinal else 0
             )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from scheduler.domain.expression import InvalidScheduleExpression, load_zone
-from scheduler.domain.occurrences import Recurrence
+from scheduler.domain.occurrences import MAX_GAP_YEARS, Recurrence
 from scheduler.domain.policies import DstAnnotation, DstPolicy
 
 MAX_JITTER_SECONDS = 3600
@@ -30,6 +30,10 @@ MAX_JITTER_SECONDS = 3600
 # further back is a mistake the API refuses.
 RUN_AT_PAST_GRACE = timedelta(seconds=60)
 _JUST_BEFORE = timedelta(microseconds=1)
+# A preview (API) lists occurrences up to this far after its start, even when `count` asks for
+# more: February 29 on a Sunday, 100 times, spans ~2,800 years, and each decade walked costs its
+# zone offset table (~1-3 ms CPU, occurrences.py); no one plans a century ahead.
+PREVIEW_HORIZON_YEARS = 100
 
 
 class InvalidTiming(ValueError):
@@ -90,9 +94,11 @@ class CompiledTiming:
             timing.start_at is None and timing.end_at is None and timing.max_runs is None
         )
 
-    def iter_after(self, after: datetime, planned_runs: int = 0) -> Iterator[datetime]:
-        """Occurrences strictly after `after` within the bounds, given `planned_runs` already
-        planned (for max_runs). Datetimes in the schedule's zone."""
+    def iter_after(
+        self, after: datetime, planned_runs: int = 0, until: datetime | None = None
+    ) -> Iterator[datetime]:
+        """Occurrences strictly after `after` within the bounds (and at or before `until`),
+        given `planned_runs` already planned (for max_runs). Datetimes in the schedule's zone."""
         left = None if self.timing.max_runs is None else self.timing.max_runs - planned_runs
         if left is not None and left <= 0:
             return
@@ -100,6 +106,9 @@ class CompiledTiming:
         if self._start is not None and after < self._start:
             after = self._start - _JUST_BEFORE  # the engine floors to whole seconds
         zone = load_zone(self.timing.timezone)
+        end = self._end
+        if until is not None:
+            end = until.astimezone(UTC) if end is None else min(end, until.astimezone(UTC))
         if self.recurrence is None:
             candidates: Iterator[datetime] = iter(
                 [self._run_at.astimezone(zone)]
@@ -107,9 +116,11 @@ class CompiledTiming:
                 else []
             )
         else:
-            candidates = self.recurrence.iter_after(after)
+            # end_at bounds the walk itself, not only what it yields (a sparse or starved
+            # expression must not walk decades past end_at).
+            candidates = self.recurrence.iter_after(after, end)
         for occurrence in candidates:
-            if self._end is not None and occurrence > self._end:
+            if end is not None and occurrence > end:
                 return
             yield occurrence
             if left is not None:
@@ -187,8 +198,17 @@ def check_timing(
             field = "run_at"
         elif timing.max_runs is not None and planned_runs >= timing.max_runs:
             field = "max_runs"
+        elif timing.end_at is not None and timing.end_at < _gap_horizon(timing, now):
+            field = "end_at"
         else:
-            field = "end_at" if timing.end_at is not None else "cron"
+            assert timing.cron is not None  # a one-shot answered above
+            # The engine gives up after MAX_GAP_YEARS without an occurrence (occurrences.py).
+            raise InvalidTiming(
+                "cron",
+                f"fires less than once in {MAX_GAP_YEARS} years: no occurrence within "
+                f"{MAX_GAP_YEARS} years after {'start_at' if _starts_later(timing, now) else 'now'}"
+                f" with dst_policy {timing.dst_policy.value}",
+            )
         raise InvalidTiming(field, "leaves no occurrence after now within start_at and end_at")
     if timing.jitter_seconds > 0:
         gap = compiled.min_interval_seconds(since=now)
@@ -197,6 +217,17 @@ def check_timing(
             why = "" if gap is None else f" (the schedule's smallest gap is {gap} s)"
             raise InvalidTiming("jitter_seconds", f"must be at most {ceiling}{why}")
     return compiled
+
+
+def _starts_later(timing: Timing, now: datetime) -> bool:
+    return timing.start_at is not None and timing.start_at > now
+
+
+def _gap_horizon(timing: Timing, now: datetime) -> datetime:
+    """Where a walk from now (or a later start_at) gives up: MAX_GAP_YEARS later, in days as the
+    engine counts them (a lower bound: the engine's walk goes slightly further)."""
+    since = timing.start_at if timing.start_at is not None and _starts_later(timing, now) else now
+    return since + timedelta(days=MAX_GAP_YEARS * 365)
 
 
 @dataclass(frozen=True)
@@ -218,13 +249,25 @@ def annotated_occurrences(
     planned_runs: int = 0,
     until: datetime | None = None,
 ) -> list[AnnotatedOccurrence]:
-    """Up to `count` occurrences after `after`; with `until`, only those at or before it (the
-    walk stops there, so a short range costs what it holds, whatever `count`)."""
+    """Up to `count` occurrences after `after`, within PREVIEW_HORIZON_YEARS of it; with
+    `until`, only those at or before it (the walk stops there, so a short range costs what it
+    holds, whatever `count`)."""
+    horizon = _years_after(after, PREVIEW_HORIZON_YEARS)
+    if horizon is not None and (until is None or horizon < until):
+        until = horizon
     out: list[AnnotatedOccurrence] = []
     jitter = compiled.timing.jitter_seconds > 0
-    for occurrence in compiled.iter_after(after, planned_runs):
-        if len(out) >= count or (until is not None and occurrence > until):
+    for occurrence in compiled.iter_after(after, planned_runs, until):
+        if len(out) >= count:
             break
         due = compiled.due_at(schedule_id, occurrence) if jitter else None
         out.append(AnnotatedOccurrence(occurrence, compiled.annotate(occurrence), due))
     return out
+
+
+def _years_after(when: datetime, years: int) -> datetime | None:
+    """`when` plus `years` of 365 days; None past the calendar's end (year 9999)."""
+    try:
+        return when + timedelta(days=365 * years)
+    except OverflowError:
+        return None

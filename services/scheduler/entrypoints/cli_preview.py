@@ -7,19 +7,22 @@ with the offset (`2026-03-08T03:00:00-04:00`), streamed so large N stays fast. `
 `--explain` appends ` shifted`, ` first_pass` or ` second_pass` to a line DST touched. Invalid
 input (expression, zone, `--after`, `--count` outside 1..MAX_COUNT, policy) exits 2 with one line
 on stderr.
-If the calendar ends (year 9999) before N occurrences, it prints what exists and exits 0.
+If the calendar ends (year 9999) before N occurrences, it prints what exists and exits 0. If the
+engine gives up first (no occurrence within MAX_GAP_YEARS, e.g. `30 2 8-14 3 */7` with `skip` in
+New York), it prints what exists, says so on stderr in one line (field `cron`, as the API's 422)
+and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import NoReturn
 
 from scheduler.domain.expression import InvalidScheduleExpression
-from scheduler.domain.occurrences import Recurrence, format_occurrence
+from scheduler.domain.occurrences import MAX_GAP_YEARS, Recurrence, format_occurrence
 from scheduler.domain.policies import DstPolicy
 
 DEFAULT_COUNT = 10
@@ -94,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     lines: list[str] = []
     explain = args.explain
+    printed, last = 0, after
     for occurrence in islice(recurrence.iter_after(after), count):
+        printed, last = printed + 1, occurrence
         line = format_occurrence(occurrence)
         if explain:
             annotation = recurrence.annotate(occurrence)
@@ -107,4 +112,19 @@ def run(args: argparse.Namespace) -> int:
     if lines:
         out.write("\n".join(lines) + "\n")
     out.flush()
+    if printed < count and _before_calendar_end(last):
+        _fail(
+            f"cron: fires less than once in {MAX_GAP_YEARS} years: no occurrence within "
+            f"{MAX_GAP_YEARS} years after {format_occurrence(last)} "
+            f"with dst_policy {policy.value}"
+        )
     return 0
+
+
+def _before_calendar_end(last: datetime) -> bool:
+    """Whether MAX_GAP_YEARS after `last` still lies before the year 9999 ends (then the engine
+    stopped because it gave up, not because the calendar ended)."""
+    try:
+        return (last + timedelta(days=(MAX_GAP_YEARS + 1) * 366)).year < 9999
+    except OverflowError:
+        return False

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from scheduler.domain.definition import ScheduleDefinition
 from scheduler.domain.policies import ScheduleState
@@ -45,6 +46,9 @@ MAX_OCCURRENCES_PREVIEW = 100
 # so the offset is an example (the stored schedule's own id decides the real one).
 PREVIEW_SCHEDULE_ID = "sch_preview"
 
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 LimitsProvider = Callable[[str], Entitlements]
 """A tenant's effective limits (the tenant projection cache's `entitlements`)."""
@@ -95,6 +99,27 @@ def _check_rules(
     check_definition(limits, recurrence=timing.recurrence, payload=definition.payload, since=now)
 
 
+def _validated(
+    definition: ScheduleDefinition,
+    limits: Entitlements,
+    now: datetime,
+    *,
+    planned_runs: int = 0,
+    new: bool = True,
+) -> CompiledTiming:
+    """validate_timing then _check_rules: what create and PATCH check before storing."""
+    timing = validate_timing(definition.timing, now, planned_runs=planned_runs, new=new)
+    _check_rules(definition, timing, limits, now)
+    return timing
+
+
+async def off_loop(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """Run engine work in a worker thread. A walk may cover MAX_GAP_YEARS of a zone's offset
+    table (tens of ms when not cached) and a min_interval check a century of transitions; on the
+    event loop that would stall every other request of the process meanwhile."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
 async def create_schedule(
     uow: UnitOfWork,
     definition: ScheduleDefinition,
@@ -110,8 +135,7 @@ async def create_schedule(
     (`replayed=True`, same secret: the client may have lost the first response); the same key
     with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
     now = clock()
-    timing = validate_timing(definition.timing, now)
-    _check_rules(definition, timing, limits, now)
+    timing = await off_loop(_validated, definition, limits, now)
     for attempt in range(2):
         try:
             return await _create_once(
@@ -161,7 +185,7 @@ async def _create_once(
             id=new_id("sch", at=now),
             tenant_id=tenant_id,
             definition=definition,
-            next_run_at=timing.first_after(now),
+            next_run_at=await off_loop(timing.first_after, now),
             now=now,
         )
         secret = new_secret()
@@ -230,12 +254,13 @@ async def update_schedule(
         if retimed:
             ahead = await uow.runs.unattempted_planned_after(tenant_id, schedule.id, now)
         counted = max(0, schedule.planned_runs - len(ahead))
-        timing = validate_timing(definition.timing, now, planned_runs=counted, new=retimed)
-        _check_rules(definition, timing, limits, now)
+        timing = await off_loop(
+            _validated, definition, limits, now, planned_runs=counted, new=retimed
+        )
         # Only a new timing moves the plan position; otherwise keep it, so an occurrence the
         # planner has not reached yet is not skipped by an unrelated edit.
         if retimed:
-            plan = retime(timing, now, counted_runs=counted, ahead=ahead)
+            plan = await off_loop(retime, timing, now, counted_runs=counted, ahead=ahead)
             next_run_at = plan.next_run_at
             schedule.planned_runs -= await uow.runs.delete_unattempted_planned(
                 tenant_id, schedule.id, plan.drop
@@ -293,14 +318,16 @@ async def resume_schedule(
             now = clock()
             timing = compile_timing(schedule.definition.timing)
             if limits is not None:
-                check_resume(
+                await off_loop(
+                    check_resume,
                     limits,
                     live_count=await uow.schedules.count_live(tenant_id),
                     recurrence=timing.recurrence,
                     payload=schedule.definition.payload,
                     since=now,
                 )
-            schedule.resume(timing.first_after(now, schedule.planned_runs), now)
+            next_run_at = await off_loop(timing.first_after, now, schedule.planned_runs)
+            schedule.resume(next_run_at, now)
             await uow.schedules.save(schedule)
             await uow.commit()
         return schedule
@@ -360,7 +387,8 @@ async def preview_occurrences(
         if schedule.definition.timing.max_runs is not None:
             ahead = await uow.runs.planned_after(tenant_id, schedule.id, now)
     timing = compile_timing(schedule.definition.timing)
-    items = annotated_occurrences(
+    items = await off_loop(
+        annotated_occurrences,
         timing,
         schedule_id=schedule.id,
         after=now,
@@ -380,7 +408,7 @@ def preview_timing(
 ) -> list[AnnotatedOccurrence]:
     """The stateless preview (`POST /v1/schedules/preview`): validated exactly as create
     validates the same fields (the timing rules and the tenant's limits on them, e.g.
-    min_interval_seconds), stores nothing."""
+    min_interval_seconds), stores nothing. CPU-bound: call it through `off_loop`."""
     _check_count(count)
     now = clock()
     compiled = validate_timing(timing, now)

@@ -352,7 +352,8 @@ async def preview(
     request: Request, body: PreviewIn, principal: Principal = require(READ)
 ) -> OccurrencesOut:
     ctx = context_of(request)
-    items = svc.preview_timing(
+    items = await svc.off_loop(
+        svc.preview_timing,
         timing_of(body),
         after=body.after,
         count=body.count,

@@ -62,6 +62,7 @@ from servicekit.text import (
     HEADER_VALUE_PATTERN,
     NO_CONTROL_CHARS,
     TAB_AND_NEWLINE_ONLY,
+    TAB_ONLY,
     TOKEN_PATTERN,
     header_value_problem,
     is_token,
@@ -152,7 +153,8 @@ def _payload_size_ok(value: Any) -> Any:
 
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NO_CONTROL_CHARS]
-CronText = Annotated[str, Field(min_length=1, max_length=200), NO_CONTROL_CHARS]
+# A tab may separate fields (DESIGN.md §7, as the CLI reads it); other control characters not.
+CronText = Annotated[str, Field(min_length=1, max_length=200), TAB_ONLY]
 ZoneText = Annotated[str, Field(min_length=1, max_length=64), NO_CONTROL_CHARS]
 Description = Annotated[
     str,
