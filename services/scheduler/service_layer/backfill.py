@@ -34,7 +34,7 @@ from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements, quota_da
 from scheduler.domain.timing import AnnotatedOccurrence, annotated_occurrences
 from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
 from scheduler.service_layer.quota import entitlements_for
-from scheduler.service_layer.schedules import compile_timing
+from scheduler.service_layer.schedules import compile_timing, off_loop
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from servicekit.data.ids import new_id
 
@@ -82,12 +82,12 @@ async def backfill(
         schedule = await _schedule(uow, tenant_id, schedule_id)
     # Computed outside any transaction (up to MAX_BACKFILL_OCCURRENCES + 1 of them): no
     # connection or snapshot is held meanwhile (SQLite has one connection for everything).
-    occurrences = _occurrences_in(schedule, after, until)
+    occurrences = await off_loop(_occurrences_in, schedule, after, until)
     async with uows() as uow:
         current = await _schedule(uow, tenant_id, schedule_id)
         # Changed meanwhile: the new timing counts.
         if current.definition.timing != schedule.definition.timing:
-            occurrences = _occurrences_in(current, after, until)
+            occurrences = await off_loop(_occurrences_in, current, after, until)
         schedule = current
         zone, payload = schedule.definition.timing.timezone, schedule.definition.payload
         have = await uow.runs.occurrences_with_runs(tenant_id, schedule.id, after, until)
