@@ -181,6 +181,7 @@ class DeadlineH11Protocol(H11Protocol):
             or self._lost
             or raw is None
             or raw.is_closing()
+            or not raw.can_write_eof()
             or self.conn.their_state is not h11.SEND_BODY
         ):
             return False
