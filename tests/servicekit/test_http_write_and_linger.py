@@ -36,7 +36,9 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         BIG_STARTED.append(1)
     while (await receive()).get("more_body"):
         pass
-    body = b"x" * (BIG_RESPONSE if scope["path"] == "/big" else 2)
+    path = scope["path"]
+    size = BIG_RESPONSE if path == "/big" else int(path[6:]) if path.startswith("/size/") else 2
+    body = b"x" * size
     await send(
         {
             "type": "http.response.start",
@@ -100,6 +102,58 @@ async def test_a_client_that_never_reads_is_cut_at_the_write_deadline() -> None:
         stalled.close()
         assert received < BIG_RESPONSE  # cut, not flushed
         assert not server.server_state.tasks  # the app's send returned: nothing hangs
+
+
+def stalled_client(port: int, path: str) -> socket.socket:
+    """A connection that asks for `path` and never reads (a small receive buffer)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(DEADLINE)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return s
+
+
+async def test_a_closing_connection_with_a_little_left_to_flush_is_cut_too() -> None:
+    """The response fits the socket buffers but for less than the transport's high-water mark:
+    uvicorn's send never waits (no pause_writing), the keep-alive timeout closes, and close()
+    waits to flush what the client never reads. Sizes just past what the kernel takes land
+    there; the probe measures that on this machine."""
+    # The probe must be measured before its own write deadline cuts it: 5 s, not 1.
+    limits = HttpLimits(write_timeout_seconds=5.0, keep_alive_seconds=0.5, max_connections=16)
+    async with running(limits) as (port, server):
+        probe = stalled_client(port, "/big")
+        await wait_until(lambda: bool(server.server_state.connections), DEADLINE, "connected")
+        (conn,) = server.server_state.connections
+        buffered: list[int] = []
+
+        def settled() -> bool:
+            buffered.append(conn.transport.get_write_buffer_size())
+            return len(buffered) > 3 and len(set(buffered[-3:])) == 1 and buffered[-1] > 0
+
+        await wait_until(settled, DEADLINE, "the kernel's share of a response measured")
+        kernel_takes = BIG_RESPONSE - buffered[-1]
+        probe.close()
+        await wait_until(lambda: not server.server_state.connections, DEADLINE, "probe closed")
+        before = server.server_state.total_requests
+        stalled = [
+            stalled_client(port, f"/size/{kernel_takes + extra}")
+            for extra in (10_000, 30_000, 50_000)
+        ]
+        try:
+            # Their responses are handed to the transport (the probe's never completes) ...
+            await wait_until(
+                lambda: server.server_state.total_requests == before + len(stalled),
+                DEADLINE,
+                "answered",
+            )
+            # ... and the connections end although the clients read nothing.
+            await wait_until(
+                lambda: not server.server_state.connections, DEADLINE, "every stalled one closed"
+            )
+        finally:
+            for s in stalled:
+                s.close()
 
 
 def upload(port: int, chunked: bool) -> tuple[str, bytes]:

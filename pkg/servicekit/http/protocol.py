@@ -9,9 +9,10 @@ once the headers are parsed. Per connection, this protocol adds:
   of the connection opening or of the first byte of the next keep-alive request;
 - a body deadline: a declared or chunked body must be complete within `body_timeout_seconds` of
   its headers (also after an early answer such as 401 or 413, which keeps reading it);
-- a write deadline: a response the client does not read (the transport's buffer stays above its
-  high-water mark, uvicorn waits in `drain`) for `write_timeout_seconds` aborts the connection,
-  else a client that sends requests and never reads holds it for ever;
+- a write deadline: a response the client does not read for `write_timeout_seconds` (the
+  transport's buffer stays above its high-water mark and uvicorn waits in `drain`, or the
+  connection is closing with bytes still to flush) aborts the connection, else a client that
+  sends requests and never reads holds it for ever;
 - a cap: past `max_connections` open connections a new one gets `503` and is closed at once, so
   descriptors stay bounded instead of running out;
 - a lingering close: when uvicorn closes after an early answer (a 413, a 401) while the client is
@@ -84,7 +85,7 @@ class _LingeringTransport:
 
     def close(self) -> None:
         if not self._protocol._linger():
-            self._transport.close()
+            self._protocol._close_now()
 
     def is_closing(self) -> bool:
         return self._protocol._lingering or self._transport.is_closing()
@@ -148,6 +149,9 @@ class DeadlineH11Protocol(H11Protocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
+        self._arm_write()
+
+    def _arm_write(self) -> None:
         if self._write_deadline is None and not self._refused:
             self._write_deadline = self.loop.call_later(
                 self.limits.write_timeout_seconds, self._write_expired
@@ -167,7 +171,7 @@ class DeadlineH11Protocol(H11Protocol):
         # connection_lost then ends the cycle: the app's pending send returns, it is disconnected.
         self._raw.abort()
         log.info(
-            "http: closed a connection, the client read no response bytes within %s s",
+            "http: aborted a connection, the client did not read its response for %s s",
             self.limits.write_timeout_seconds,
             extra={RATE_LIMITED: True},
         )
@@ -212,6 +216,10 @@ class DeadlineH11Protocol(H11Protocol):
             self._linger_end.cancel()
             self._linger_end = None
         if self._raw is not None:
+            if self._raw.get_write_buffer_size():
+                # close() waits to flush; a client that never reads would hold the connection
+                # for ever, even with less buffered than the high-water mark (no pause_writing).
+                self._arm_write()
             self._raw.close()
 
     def _follow(self) -> None:
