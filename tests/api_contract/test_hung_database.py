@@ -1,7 +1,7 @@
 """Both APIs as real processes on PostgreSQL reached through a loopback proxy, with the default
 database bounds: the pool is warmed by a few requests, then the link hangs (open, silent). A list
 request must still be answered, with 503 problem+json and Retry-After, by the request deadline
-(`*_HTTP_REQUEST_TIMEOUT_SECONDS`, 10 s by default) instead of waiting out the driver's
+(`*_HTTP_REQUEST_TIMEOUT_SECONDS`, 8 s by default) instead of waiting out the driver's
 round-trip bound (20 s) and the rollback behind it."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.support.tcp_proxy import TcpProxy
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 KEY = "test-hs256-key-" + "h" * 40
-# The client's patience: the server's bound is 10 s by construction, the rest is slack for a
+# The client's patience: the server's bound is 8 s by construction, the rest is slack for a
 # loaded 2-core machine. Without the deadline no answer came within this.
 ANSWER_WITHIN_SECONDS = 19.0
 WARM_REQUESTS = 3

@@ -60,8 +60,9 @@ class HttpLimits:
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
     write_timeout_seconds: float = 30.0
-    request_timeout_seconds: float = 10.0
-    """Applied by `RequestDeadlineMiddleware` (the apps), not by the protocol."""
+    request_timeout_seconds: float = 8.0
+    """Applied by `RequestDeadlineMiddleware` (the apps), not by the protocol. 8 s: an answer
+    within 10 s even when the event loop is slow to run the timer."""
     keep_alive_seconds: float = 5.0
     max_connections: int = 2048
     backlog: int = 2048
