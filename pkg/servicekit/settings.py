@@ -152,8 +152,8 @@ class ServiceSettings(BaseSettings):
         _HTTP.write_timeout_seconds,
         gt=0,
         le=3600,
-        description="A client that reads none of a response for this long (the server's send "
-        "buffer stays full) has its connection aborted.",
+        description="A client that reads nothing of a response for this long (its bytes stay "
+        "buffered in the server, also when the connection is closing) has its connection aborted.",
     )
     http_request_timeout_seconds: float = Field(
         _HTTP.request_timeout_seconds,
