@@ -13,7 +13,9 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
+
+from servicekit.http.security_headers import SecurityHeadersMiddleware
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -31,29 +33,10 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 
 
-class SecurityHeaders:
-    """Adds SECURITY_HEADERS to every HTTP response of the wrapped app."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                names = {k.lower() for k, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
 def create_console_app() -> ASGIApp:
     """`/` is index.html; everything else a file under static/ (404 otherwise)."""
     files = StaticFiles(directory=STATIC_DIR, html=True)
     # Starlette turns the files' HTTPException (a missing file) into a plain 404.
-    return SecurityHeaders(Starlette(routes=[Mount("/", app=files)]))
+    return SecurityHeadersMiddleware(
+        Starlette(routes=[Mount("/", app=files)]), headers_for=lambda _path: SECURITY_HEADERS
+    )

@@ -5,7 +5,10 @@
 
 A request whose path is a prefix or lies under it goes to that app with its scope unchanged (the
 apps route the full `/v1/...` paths themselves); anything else goes to the fallback. The apps are
-the same objects the services' own ports serve: this module imports neither service.
+the same objects the services' own ports serve: this module imports neither service. Each routed
+app is wrapped in servicekit's `SecurityHeadersMiddleware`, so every `/v1` answer on this origin
+carries nosniff, a frame policy and a CSP whatever the app itself sends (the apps mount it too;
+a header already set is not repeated).
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from servicekit.http.security_headers import SecurityHeadersMiddleware
+
 
 class Gateway:
     def __init__(self, routes: Sequence[tuple[str, ASGIApp]], *, fallback: ASGIApp) -> None:
-        self.routes = [(prefix.rstrip("/"), app) for prefix, app in routes]
+        self.routes: list[tuple[str, ASGIApp]] = [
+            (prefix.rstrip("/"), SecurityHeadersMiddleware(app)) for prefix, app in routes
+        ]
         self.fallback = fallback
 
     def app_for(self, path: str) -> ASGIApp:

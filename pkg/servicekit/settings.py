@@ -148,6 +148,21 @@ class ServiceSettings(BaseSettings):
         le=3600,
         description="A request body must arrive within this of its headers, else 408 and close.",
     )
+    http_write_timeout_seconds: float = Field(
+        _HTTP.write_timeout_seconds,
+        gt=0,
+        le=3600,
+        description="A client that reads nothing of a response for this long (its bytes stay "
+        "buffered in the server, also when the connection is closing) has its connection aborted.",
+    )
+    http_request_timeout_seconds: float = Field(
+        _HTTP.request_timeout_seconds,
+        gt=0,
+        le=300,
+        description="An API request that has not started its response within this (a hung "
+        "database, a stuck dependency) is answered 503 problem+json with `Retry-After`, and its "
+        "handler is cancelled.",
+    )
     http_keep_alive_seconds: float = Field(
         _HTTP.keep_alive_seconds,
         gt=0,

@@ -80,6 +80,10 @@ class Console:
     """The banner's sign-in link (`#token=...`)."""
     token: str
     workdir: Path
+    scheduler_url: str = ""
+    """The scheduler's own port (its API and /docs)."""
+    notification_url: str = ""
+    """Notification's own port."""
 
     def api(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -120,7 +124,14 @@ async def console(tmp_path: Path) -> AsyncIterator[Console]:
 
     try:
         await wait_until(linked, 30, "the banner's console link")
-        yield Console(f"http://127.0.0.1:{gateway}", found[0], found[1], tmp_path)
+        yield Console(
+            f"http://127.0.0.1:{gateway}",
+            found[0],
+            found[1],
+            tmp_path,
+            scheduler_url=proc.base_url,
+            notification_url=f"http://127.0.0.1:{notif}",
+        )
     finally:
         if proc.proc is not None and proc.proc.returncode is None:
             proc.terminate()

@@ -3,8 +3,9 @@
 A body above `limit` bytes is refused with 413 problem+json: from `Content-Length` before the app
 runs, or, for chunked uploads, as soon as the streamed bytes pass the limit. The middleware sends
 that 413 itself, so both services answer the same bytes whatever their exception handlers do, and
-an endpoint never buffers more than the limit. `Connection: close` makes the server drop the rest
-of the upload instead of reading it.
+an endpoint never buffers more than the limit. `Connection: close` ends the connection after the
+answer: the server protocol discards the rest of the upload (within the body deadline, at most
+`LINGER_SECONDS`) before closing, so that the client reads the 413 rather than a reset.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@
     await serve([server], run=workers.run, drain=workers.stop)
 
 `http_server` builds a uvicorn server on `DeadlineH11Protocol` (header and body read deadlines,
-a connection cap, see http_protocol.py) with the keep-alive and backlog of `limits`; it never
-installs signal handlers. `serve` owns SIGTERM/SIGINT: on a signal, or when a server or `run`
-ends, it awaits `drain()` first (workers stop claiming and finish), then stops the servers.
+a write deadline, a lingering close, a connection cap, see protocol.py) with the keep-alive and
+backlog of `limits`; it never installs signal handlers. `serve` owns SIGTERM/SIGINT: on a
+signal, or when a server or `run` ends, it awaits `drain()` first (workers stop claiming and
+finish), then stops the servers.
 
 The connection cap must fit the process's descriptor limit, or accept() fails with EMFILE
 instead of answering 503: the soft RLIMIT_NOFILE is raised towards the hard one as needed (as Go

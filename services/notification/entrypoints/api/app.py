@@ -9,11 +9,13 @@ from authclient.fastapi import install
 from notification.bootstrap import Container
 from notification.entrypoints.api import alert_contacts, notifications, subscriptions
 from servicekit.http.body_limit import BodyLimitMiddleware
+from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
 from servicekit.http.health import health_router
 from servicekit.http.metrics import HttpMetricsMiddleware, http_metrics
 from servicekit.http.problems import install_problem_handlers
 from servicekit.http.routing import answer_both_slash_forms
+from servicekit.http.security_headers import SecurityHeadersMiddleware
 from servicekit.http.unavailable import install_unavailable_handlers
 from servicekit.runtime.watchdog import Watchdog
 
@@ -39,5 +41,9 @@ def create_app(
     app.include_router(alert_contacts.router)
     app.include_router(notifications.router)
     app.add_middleware(BodyLimitMiddleware, limit=container.settings.max_request_bytes)
+    app.add_middleware(
+        RequestDeadlineMiddleware, seconds=container.settings.http_request_timeout_seconds
+    )
     app.add_middleware(HttpMetricsMiddleware, metrics=http_metrics("notification"))
+    app.add_middleware(SecurityHeadersMiddleware)
     return app

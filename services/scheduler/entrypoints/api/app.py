@@ -18,9 +18,12 @@ from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
 from scheduler.entrypoints.api.runs import install_runs
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
 from servicekit.http.metrics import HttpMetricsMiddleware
+from servicekit.http.protocol import HttpLimits
 from servicekit.http.routing import answer_both_slash_forms
+from servicekit.http.security_headers import SecurityHeadersMiddleware
 from servicekit.http.unavailable import install_unavailable_handlers
 from servicekit.runtime.watchdog import Watchdog
 
@@ -32,6 +35,7 @@ def create_app(
     verifier: TokenVerifier,
     *,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    request_timeout_seconds: float = HttpLimits.request_timeout_seconds,
     on_startup: list[Hook] | None = None,
     on_shutdown: list[Hook] | None = None,
 ) -> FastAPI:
@@ -59,7 +63,9 @@ def create_app(
     app.include_router(health.router(ctx.check_database, ctx.metrics.registry, ctx.watchdog))
     app.include_router(schedules.router)
     app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
+    app.add_middleware(RequestDeadlineMiddleware, seconds=request_timeout_seconds)
     app.add_middleware(HttpMetricsMiddleware, metrics=ctx.metrics)
+    app.add_middleware(SecurityHeadersMiddleware)
     return app
 
 
@@ -94,6 +100,7 @@ def app_from_container(
         ctx,
         container.verifier,
         max_request_bytes=container.settings.max_request_bytes,
+        request_timeout_seconds=container.settings.http_request_timeout_seconds,
         on_startup=[*startup, container.start_tenants],
         on_shutdown=[container.stop_tenants, container.aclose],
     )
