@@ -43,8 +43,9 @@ Delivery::
   `ok, status_code, error_kind, error_message, duration_ms, response_excerpt (first 1 KiB),
   retryable, retry_after_seconds, started_at (aware UTC), truncated`.
   `error_kind` is one of `ErrorKind`: dns, connect, tls, timeout, ssrf_blocked, http_status,
-  invalid_url. A body over `max_response_bytes` is truncated, not failed (`truncated=True`).
-  `retryable`: dns/connect/tls/timeout, 408, 429, 5xx. Redirects are never followed (a 3xx is an
+  invalid_url, protocol (the target answered, but not valid HTTP). A body over
+  `max_response_bytes` is truncated, not failed (`truncated=True`). `retryable`:
+  dns/connect/tls/timeout/protocol, 408, 429, 5xx. Redirects are never followed (a 3xx is an
   `http_status` failure, not retryable). `retry_after_seconds` parses seconds and HTTP-dates.
 
 SSRF guard: only http/https; no userinfo; literal hosts in every numeric spelling are checked

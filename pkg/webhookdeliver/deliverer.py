@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.http_exceptions import HttpProcessingError
 
 from webhookdeliver.addresses import guard_reason, parse_ip
 from webhookdeliver.attempts import MAX_EXCERPT_BYTES, bound_error_message, bound_excerpt
@@ -42,7 +43,7 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 """`(host, port) -> IP address strings`; the guard vets every one of them."""
 
 ErrorKind = Literal[
-    "dns", "connect", "tls", "timeout", "ssrf_blocked", "http_status", "invalid_url"
+    "dns", "connect", "tls", "timeout", "ssrf_blocked", "http_status", "invalid_url", "protocol"
 ]
 
 DEFAULT_USER_AGENT: Final = "scheduler-platform-webhooks/0.1"
@@ -207,7 +208,7 @@ def _excerpt_of(body: bytes) -> str | None:
     return bound_excerpt(text)
 
 
-def _failure_of(exc: Exception, stage: str, timeout: float) -> tuple[ErrorKind, str, bool]:
+def _failure_of(exc: BaseException, stage: str, timeout: float) -> tuple[ErrorKind, str, bool]:
     """(error kind, message, retryable) of an attempt that raised `exc` during `stage`. The
     checks run most specific first: aiohttp's timeouts are also ClientErrors, its TLS errors
     also connector errors, and every TimeoutError and SSLError is an OSError."""
@@ -223,8 +224,22 @@ def _failure_of(exc: Exception, stage: str, timeout: float) -> tuple[ErrorKind, 
         return "invalid_url", str(exc), False
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "connect", str(exc), True
-    # Server closed mid-response, reset, malformed HTTP: a network failure.
+    # The target answered, but not HTTP: a garbage or malformed status line, bad headers, broken
+    # chunking, a body shorter than its Content-Length. Its own kind: the connection worked, the
+    # receiver is what needs fixing. Still retried, like a 5xx (a half-deployed receiver).
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "protocol", f"malformed response: {_one_line(exc.message)}", True
+    if isinstance(exc, aiohttp.ClientPayloadError | HttpProcessingError):
+        return "protocol", f"malformed response: {_one_line(str(exc))}", True
+    # Closed before any answer, reset: a network failure.
     return "connect", f"{type(exc).__name__}: {exc}", True
+
+
+_MESSAGE_CHARS: Final = 300  # aiohttp's parser messages quote the offending bytes
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:_MESSAGE_CHARS]
 
 
 class Deliverer:
@@ -371,7 +386,8 @@ class Deliverer:
                     if truncated:
                         response.close()  # unread bytes remain: never pool this connection
                     excerpt = _excerpt_of(body)
-        except (_Refused, aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+        # TimeoutError is an OSError; aiohttp wraps parser errors, the last entry is a backstop.
+        except (_Refused, aiohttp.ClientError, OSError, HttpProcessingError) as exc:
             return result(*_failure_of(exc, stage, timeout))
         finally:
             if token is not None:

@@ -9,13 +9,15 @@ cannot store it); and afterwards nothing stored holds a NUL or a NaN.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
@@ -288,3 +290,198 @@ def test_notification_battery(notification_server: Served) -> None:
         _assert_clean(client, f"{base}/v1/alert-contacts")
     print("notification battery:", len(cases), "requests", dict(sorted(statuses.items())))
     assert len(cases) > 500
+
+
+# Forged cursors: well-formed base64 of JSON the codec never writes. Each decodes to something
+# Python holds but a query cannot (NUL, a lone surrogate, a time that overflows on the way to
+# UTC or lies outside the accepted range) or to nothing at all (year 0 / 10000, a number).
+_T = "2026-03-01T00:00:00Z"
+FORGED_CURSOR_JSON: list[bytes] = [
+    json.dumps({"t": _T, "i": "sch_\x00"}).encode(),
+    json.dumps({"t": _T, "i": "\x00"}).encode(),
+    json.dumps({"t": _T, "i": "sch_\ud800"}).encode(),  # escaped: "\ud800"
+    '{"t": "2026-03-01T00:00:00Z", "i": "sch_\ud800"}'.encode("utf-8", "surrogatepass"),
+    json.dumps({"t": "2026-03-01T00:00:00\x00Z", "i": "x"}).encode(),
+    json.dumps({"t": "2026-03-01T00:00:00\udfffZ", "i": "x"}).encode(),
+    json.dumps({"t": "9999-12-31T23:59:59-01:00", "i": "x"}).encode(),
+    json.dumps({"t": "9999-12-31T23:59:59+00:00", "i": "x"}).encode(),
+    json.dumps({"t": "0001-01-01T00:00:00+01:00", "i": "x"}).encode(),
+    json.dumps({"t": "0001-01-01T00:00:00+00:00", "i": "x"}).encode(),
+    json.dumps({"t": "1969-12-31T23:59:59+00:00", "i": "x"}).encode(),
+    json.dumps({"t": "10000-01-01T00:00:00+00:00", "i": "x"}).encode(),
+    json.dumps({"t": "0000-01-01T00:00:00+00:00", "i": "x"}).encode(),
+    json.dumps({"t": 10**30, "i": "x"}).encode(),
+    json.dumps({"t": 1e308, "i": "x"}).encode(),
+    b'{"t": 1e999, "i": "x"}',
+    json.dumps({"t": _T, "i": "x", "t\x00": "y"}).encode(),
+]
+# Instants Python parses but that overflow on the way to UTC, or lie outside the accepted range.
+ODD_INSTANTS = [
+    "9999-12-31T23:59:59-01:00",
+    "9999-12-31T23:59:59Z",
+    "9000-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00-01:00",
+    "1969-12-31T23:59:59Z",
+]
+
+
+def _forged(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class _KeepAlive:
+    """One real HTTP/1.1 connection: every answer must leave it open (a 500 drops it)."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        self.conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=15)
+        self.conn.connect()
+        self.sock = self.conn.sock
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], str]:
+        headers = {**bearer(), "Connection": "keep-alive"}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            content = json.dumps(body).encode()
+        self.conn.request(method, path, body=content, headers=headers)
+        response = self.conn.getresponse()
+        text = response.read().decode()
+        label = f"{method} {path} {body!r:.200}"
+        assert response.status < 500, f"{response.status}: {label} -> {text[:300]}"
+        assert response.getheader("connection", "").lower() != "close", label
+        assert self.conn.sock is self.sock, f"connection dropped after {label}"
+        parsed = json.loads(text) if text else {}
+        return response.status, parsed, label
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _assert_invalid_cursor(client: _KeepAlive, path: str) -> None:
+    for raw in FORGED_CURSOR_JSON:
+        sep = "&" if "?" in path else "?"
+        status, body, label = client.request("GET", f"{path}{sep}cursor={_forged(raw)}")
+        assert status == 400, (label, raw, body)
+        assert body["type"].endswith("/invalid-cursor"), body
+        assert body["field"] == "cursor", body
+
+
+def test_forged_cursors_are_400_on_every_scheduler_list(scheduler_server: Served) -> None:
+    client = _KeepAlive(scheduler_server.base_url)
+    try:
+        status, created, _ = client.request(
+            "POST",
+            "/v1/schedules/",
+            {
+                "name": "cursors",
+                "cron": "0 3 * * *",
+                "timezone": "UTC",
+                "target": {"url": "https://example.com/hook"},
+            },
+        )
+        assert status == 201, created
+        lists = ["/v1/schedules/", f"/v1/schedules/{created['id']}/runs", "/v1/schedules/-/runs"]
+        for path in lists:
+            _assert_invalid_cursor(client, path)
+            status, _, label = client.request("GET", path)  # and the list still answers
+            assert status == 200, label
+    finally:
+        client.close()
+
+
+def test_forged_cursors_are_400_on_every_notification_list(notification_server: Served) -> None:
+    client = _KeepAlive(notification_server.base_url)
+    try:
+        status, created, _ = client.request(
+            "POST", "/v1/subscriptions/", {"url": "https://example.com/hook", "event_types": ["*"]}
+        )
+        assert status == 201, created
+        lists = [
+            "/v1/subscriptions/",
+            f"/v1/subscriptions/{created['id']}/deliveries",
+            "/v1/notifications/",
+        ]
+        for path in lists:
+            _assert_invalid_cursor(client, path)
+            status, _, label = client.request("GET", path)
+            assert status == 200, label
+    finally:
+        client.close()
+
+
+def test_every_list_route_is_covered(scheduler_server: Served, notification_server: Served) -> None:
+    """The six lists above are every route that takes a cursor."""
+    routes = set()
+    for served in (scheduler_server, notification_server):
+        paths: dict[str, dict[str, Any]] = served.openapi["paths"]  # type: ignore[assignment]
+        for template, operations in paths.items():
+            for method, operation in operations.items():
+                names = {p["name"] for p in operation.get("parameters", [])}
+                if "cursor" in names:
+                    routes.add(f"{method.upper()} {template}")
+    assert routes == {
+        "GET /v1/schedules/",
+        "GET /v1/schedules/{schedule_id}/runs",
+        "GET /v1/schedules/-/runs",
+        "GET /v1/subscriptions/",
+        "GET /v1/subscriptions/{sub_id}/deliveries",
+        "GET /v1/notifications/",
+    }
+
+
+def test_out_of_range_instants_are_422_naming_the_field(scheduler_server: Served) -> None:
+    client = _KeepAlive(scheduler_server.base_url)
+    base = {"cron": "0 3 * * *", "timezone": "UTC"}
+    create = {**base, "name": "instants", "target": {"url": "https://example.com/hook"}}
+    try:
+        status, created, _ = client.request("POST", "/v1/schedules/", create)
+        assert status == 201, created
+        sid = created["id"]
+        # (method, path, body or None, field): the instant goes where `field` says.
+        places: list[tuple[str, str, dict[str, Any] | None, str]] = [
+            ("POST", "/v1/schedules/preview", {**base, "after": None}, "after"),
+            ("POST", "/v1/schedules/preview", {**base, "start_at": None}, "start_at"),
+            ("POST", "/v1/schedules/preview", {**base, "end_at": None}, "end_at"),
+            ("POST", "/v1/schedules/preview", {"timezone": "UTC", "run_at": None}, "run_at"),
+            ("POST", "/v1/schedules/", {**create, "start_at": None}, "start_at"),
+            ("POST", "/v1/schedules/", {**create, "end_at": None}, "end_at"),
+            ("POST", "/v1/schedules/", {**create, "cron": None, "run_at": None}, "run_at"),
+            ("PATCH", f"/v1/schedules/{sid}", {"start_at": None}, "start_at"),
+            ("PATCH", f"/v1/schedules/{sid}", {"end_at": None}, "end_at"),
+            ("PATCH", f"/v1/schedules/{sid}", {"cron": None, "run_at": None}, "run_at"),
+            ("GET", f"/v1/schedules/{sid}/runs?from=", None, "from"),
+            ("GET", f"/v1/schedules/{sid}/runs?to=", None, "to"),
+            ("GET", "/v1/schedules/-/runs?from=", None, "from"),
+            ("GET", "/v1/schedules/-/runs?to=", None, "to"),
+            (
+                "POST",
+                f"/v1/schedules/{sid}/backfill",
+                {"from": None, "to": "2026-03-01T00:00:00Z", "dry_run": True},
+                "from",
+            ),
+            (
+                "POST",
+                f"/v1/schedules/{sid}/backfill",
+                {"from": "2026-03-01T00:00:00Z", "to": None, "dry_run": True},
+                "to",
+            ),
+        ]
+        for method, path, body, field in places:
+            for instant in ODD_INSTANTS:
+                if body is None:
+                    status, problem, label = client.request(method, path + quote(instant))
+                else:
+                    filled = {k: (instant if v is None else v) for k, v in body.items()}
+                    filled.update({k: None for k, v in body.items() if v is None and k != field})
+                    status, problem, label = client.request(method, path, filled)
+                assert status == 422, (label, problem)
+                assert problem["field"] == field, (label, problem)
+        # The edges of the range are accepted.
+        for instant in ("1970-01-01T00:00:00Z", "8999-12-31T23:59:59Z"):
+            status, _, label = client.request("GET", "/v1/schedules/-/runs?from=" + quote(instant))
+            assert status == 200, label
+    finally:
+        client.close()

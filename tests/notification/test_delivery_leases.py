@@ -5,8 +5,9 @@ delivery once (redelivering only after a lost lease)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,75 @@ async def test_completion_after_lease_loss_is_dropped_not_written(
     assert (first.pipeline.dropped, second.pipeline.dropped) == (1, 0)
     [row] = await deliveries(h, sub["id"])
     assert row["status"] == "succeeded"
-    assert row["attempt_count"] == 1
-    assert [a["number"] for a in row["attempts"]] == [1]
+    # The first attempt is recorded as lost (the receiver did see it), the take-over's is next.
+    assert row["attempt_count"] == 2
+    assert [(a["number"], (a["error"] or {}).get("kind")) for a in row["attempts"]] == [
+        (1, "worker_lost"),
+        (2, None),
+    ]
     assert len(receiver.requests) == 2  # at-least-once, same X-Webhook-Id
     assert len({hdrs["X-Webhook-Id"] for hdrs, _ in receiver.requests}) == 1
+    assert [hdrs["X-Attempt"] for hdrs, _ in receiver.requests] == ["1", "2"]
+
+
+async def claim_and_crash(h: Harness) -> None:
+    """A dispatcher that claims every due delivery, then dies before attempting or releasing."""
+    now = h.clock()
+    store = h.app.container.dispatcher.store
+    lease = timedelta(seconds=h.settings.dispatch_lease_seconds)
+    assert len(await store.acquire_due_deliveries("crashed-owner", now, now + lease, 10)) == 1
+
+
+async def test_a_delivery_taken_over_records_its_lost_attempt(
+    harness: Harness, receiver: Receiver
+) -> None:
+    h = harness
+    sub = await one_due_delivery(h, receiver)
+    await claim_and_crash(h)
+    claimed_at = h.clock()
+    h.clock.advance(seconds=h.settings.dispatch_lease_seconds - 1)
+    assert await deliver_due(another_dispatcher(h)) == 0  # still leased
+    h.clock.advance(seconds=2)  # the lease ran out
+
+    assert await deliver_due(another_dispatcher(h)) == 1
+    [(headers, _)] = receiver.requests
+    assert headers["X-Attempt"] == "2"  # the lost one may have reached the receiver
+    [row] = await deliveries(h, sub["id"])
+    assert row["status"] == "succeeded"
+    assert row["attempt_count"] == 2
+    lost, sent = row["attempts"]
+    assert lost["number"] == 1
+    assert lost["error"]["kind"] == "worker_lost"
+    assert "lease" in lost["error"]["message"]
+    assert lost["status_code"] is None
+    assert lost["started_at"] == claimed_at.isoformat().replace("+00:00", "Z")
+    assert sent["number"] == 2
+    assert sent["error"] is None
+    assert sent["status_code"] == 200
+
+
+async def test_lost_attempts_count_toward_the_retry_budget(
+    make_harness: Callable[..., Any], db_url: str, receiver: Receiver
+) -> None:
+    h: Harness = await make_harness(db_url, retry_max_attempts=2)
+    sub = await one_due_delivery(h, receiver)
+    for _ in range(2):  # two claims lost in a row: the budget of 2 attempts is spent
+        await claim_and_crash(h)
+        h.clock.advance(seconds=h.settings.dispatch_lease_seconds + 1)
+    assert await deliver_due(another_dispatcher(h)) == 1
+
+    # Dead at the take-over, not attempted a third time (a delivery that takes its worker
+    # down would otherwise be retried for ever).
+    assert receiver.requests == []
+    [row] = await deliveries(h, sub["id"])
+    assert row["status"] == "dead"
+    assert row["attempt_count"] == 2
+    assert [(a["number"], a["error"]["kind"]) for a in row["attempts"]] == [
+        (1, "worker_lost"),
+        (2, "worker_lost"),
+    ]
+    assert row["last_error"].startswith("worker_lost")
+    assert await deliver_due(another_dispatcher(h)) == 0  # nothing left to claim
 
 
 async def test_lease_is_extended_while_an_attempt_is_slow(

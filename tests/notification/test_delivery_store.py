@@ -49,14 +49,14 @@ async def setup(db_url: str, tmp_path: Path) -> AsyncIterator[Setup]:
 
 
 def completion(
-    delivery_id: str, sub_id: str, owner: str, ok: bool, started_at: datetime
+    delivery_id: str, sub_id: str, owner: str, ok: bool, started_at: datetime, number: int = 1
 ) -> DeliveryCompletion:
     return DeliveryCompletion(
         delivery_id=delivery_id,
         subscription_id=sub_id,
         owner=owner,
         attempt=AttemptRecord(
-            number=1,
+            number=number,
             started_at=started_at,
             duration_ms=5,
             status_code=200 if ok else 500,
@@ -104,7 +104,10 @@ async def test_a_completion_whose_lease_was_taken_over_is_dropped(setup: Setup) 
     now = datetime.now(UTC)
     mine = await s.store.acquire_due_deliveries("own_a", now, now + timedelta(seconds=5), 10)
     later = now + timedelta(seconds=10)  # A's leases ran out; B claims one of them
-    [taken] = await s.store.acquire_due_deliveries("own_b", later, later + timedelta(minutes=1), 1)
+    [taken] = await s.store.acquire_due_deliveries("own_b", later, later + timedelta(seconds=5), 1)
+    # B counted A's attempt as lost: recorded, and B's own attempt is the next one.
+    assert (taken.lost_attempt, taken.attempt_count, taken.round_attempts) == (True, 1, 1)
+    assert not any(c.lost_attempt for c in mine)
 
     # A's late results: all failed. The taken-over one is not written, nor its attempt, nor
     # its failure counted on its endpoint (its endpoint has no other delivery in the batch).
@@ -125,12 +128,22 @@ async def test_a_completion_whose_lease_was_taken_over_is_dropped(setup: Setup) 
             )
         ).one()
         attempted = set((await conn.execute(sa.select(delivery_attempts.c.delivery_id))).scalars())
-    assert (row.status, row.attempt_count, row.lease_owner) == ("pending", 0, "own_b")
-    assert attempted == report.written
+        lost = (
+            await conn.execute(
+                sa.select(delivery_attempts).where(delivery_attempts.c.delivery_id == taken.id)
+            )
+        ).one()
+    assert (row.status, row.attempt_count, row.lease_owner) == ("pending", 1, "own_b")
+    assert row.last_error.startswith("worker_lost: ")
+    assert attempted == report.written | {taken.id}
+    # Started at A's claim: its lease's expiry less the lease length (both 5 s here).
+    assert (lost.number, lost.error_kind, lost.status_code) == (1, "worker_lost", None)
+    assert lost.started_at == now
+    assert row.round_started_at == now
 
     # The new holder's completion stands.
     done = await s.store.complete_deliveries(
-        [completion(taken.id, taken.subscription.id, "own_b", True, T0)], later
+        [completion(taken.id, taken.subscription.id, "own_b", True, T0, number=2)], later
     )
     assert done.written == {taken.id}
 
@@ -176,7 +189,13 @@ async def test_the_claim_s_generic_plan_walks_the_due_index(setup: Setup) -> Non
         await conn.begin()
         db = await asyncpg_connection(conn)
         await db.execute(delivery_pg.CLAIM_PLANNER)
-        args = ("w:explain", T0 + timedelta(days=3650), T0 + timedelta(days=3651), 2)
+        args = (
+            "w:explain",
+            T0 + timedelta(days=3650),
+            T0 + timedelta(days=3651),
+            2,
+            *delivery_pg.CLAIM_LOST_ARGS,
+        )
         plan = await explain_generic(db, delivery_pg.CLAIM, *args)
         await conn.rollback()
     assert "next_attempt_at <= $2" in plan, plan  # generic: the plan shows no value

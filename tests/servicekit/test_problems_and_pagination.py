@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime, timedelta
+import json
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -12,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from servicekit.data.pagination import decode_cursor, encode_cursor, split_page
+from servicekit.data.pagination import (
+    InvalidCursor,
+    decode_cursor,
+    encode_cursor,
+    parse_cursor,
+    split_page,
+)
 from servicekit.http.problems import PROBLEM_MEDIA_TYPE, ProblemError, install_problem_handlers
 
 
@@ -88,12 +95,38 @@ async def test_cursor_round_trip_and_tamper_is_400() -> None:
 
 @settings(max_examples=50)
 @given(
-    when=st.datetimes(timezones=st.just(UTC)),
-    ident=st.text(min_size=1, max_size=40),
+    when=st.datetimes(
+        min_value=datetime(1970, 1, 1),
+        max_value=datetime(8999, 12, 31, 23, 59, 59, 999999),
+        timezones=st.just(UTC),
+    ),
+    ident=st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=64),
 )
 def test_cursor_encodes_any_key(when: datetime, ident: str) -> None:
     decoded = decode_cursor(encode_cursor(when, ident))
     assert (decoded.created_at, decoded.id) == (when, ident)
+
+
+@pytest.mark.parametrize(
+    ("when", "ident"),
+    [
+        (datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC), "sch_1"),  # before the range
+        (datetime(9000, 1, 1, tzinfo=UTC), "sch_1"),  # after it
+        (datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-1))), "sch_1"),
+        (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))), "sch_1"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "sch_\x00"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "sch_\ud800"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "sch_\x85"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "sch_é"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "s" * 65),
+    ],
+)
+def test_cursor_outside_what_a_query_can_take_is_invalid(when: datetime, ident: str) -> None:
+    """Forged: keys the codec would write but no list returns, refused before any query."""
+    raw = json.dumps({"t": when.isoformat(), "i": ident})
+    forged = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    with pytest.raises(InvalidCursor):
+        parse_cursor(forged)
 
 
 def test_split_page_cursor_points_after_last_item() -> None:

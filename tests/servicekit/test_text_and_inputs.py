@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import httpx
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from servicekit.data.jsonvalue import StorableJson, json_value_problem
 from servicekit.http.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
 from servicekit.http.routing import answer_both_slash_forms
-from servicekit.rfc3339 import Rfc3339
+from servicekit.rfc3339 import INSTANT_MAX, INSTANT_MIN, Rfc3339
 from servicekit.text import (
     MULTILINE_PATTERN,
     NO_CONTROL_CHARS,
@@ -90,6 +90,33 @@ def test_storable_json_keeps_other_control_characters_and_big_numbers() -> None:
 def test_rfc3339_needs_a_date_time_with_offset(bad: str) -> None:
     with pytest.raises(ValidationError, match="RFC 3339"):
         Body(name="a", at=bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2026-03-08T07:00:00Z\n",  # `$` alone would let the newline through
+        "٢٠٢٦-03-08T07:00:00Z",  # digits of another script
+        "9999-12-31T23:59:59-01:00",  # overflows on the way to UTC
+        "0001-01-01T00:00:00+01:00",  # likewise, below
+        "0001-01-01T00:00:00Z",
+        "1969-12-31T23:59:59Z",
+        "9000-01-01T00:00:00Z",
+        "8999-12-31T23:59:59-00:01",  # in range locally, 9000 in UTC
+    ],
+)
+def test_rfc3339_refuses_what_lies_outside_the_accepted_range(bad: str) -> None:
+    with pytest.raises(ValidationError, match=r"RFC 3339|1970-01-01T00:00:00Z") as info:
+        Body(name="a", at=bad)
+    assert info.value.errors()[0]["loc"] == ("at",)
+
+
+def test_rfc3339_range_edges_are_accepted() -> None:
+    assert Body(name="a", at="1970-01-01T00:00:00Z").at == INSTANT_MIN
+    assert Body(name="a", at="1970-01-01T01:00:00+01:00").at == INSTANT_MIN
+    assert Body(name="a", at="8999-12-31T23:59:59.999999Z").at == INSTANT_MAX - timedelta(
+        microseconds=1
+    )
 
 
 def test_rfc3339_reads_z_and_offsets() -> None:

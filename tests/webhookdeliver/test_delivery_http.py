@@ -287,3 +287,56 @@ def test_delivery_refuses_programming_errors():
     ):
         with pytest.raises(ValueError):
             delivery("https://hooks.example.com/", **bad)
+
+
+async def _raw_server(answer: bytes) -> asyncio.Server:
+    """A loopback TCP server that reads the request's first bytes and answers `answer` as is."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "needle"),
+    [
+        (b"HELLO\r\n\r\n", "Bad status line"),
+        (b"HTTP/1.1 2OO OK\r\nContent-Length: 0\r\n\r\n", "Invalid status code"),
+        (b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n", "Invalid header token"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab", "not completed"),
+    ],
+)
+async def test_a_target_that_answers_garbage_is_a_protocol_error(answer, needle):
+    server = await _raw_server(answer)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with wd.Deliverer(allow_private_networks=True) as deliverer:
+            result = await deliverer.deliver(delivery(f"http://127.0.0.1:{port}/"))
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert result.error_kind == "protocol", result
+    assert result.error_message is not None
+    assert result.error_message.startswith("malformed response: ")
+    assert needle in result.error_message
+    assert "\n" not in result.error_message
+    assert result.retryable
+    assert not result.ok
+
+
+async def test_a_target_that_closes_without_answering_is_a_connect_error():
+    server = await _raw_server(b"")
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with wd.Deliverer(allow_private_networks=True) as deliverer:
+            result = await deliverer.deliver(delivery(f"http://127.0.0.1:{port}/"))
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert result.error_kind == "connect", result
+    assert result.retryable

@@ -3,7 +3,11 @@
 A cursor is URL-safe base64 (no padding) of a small JSON object; clients must treat it as opaque.
 Anything that does not decode to exactly that shape is refused (`parse_cursor` raises
 `InvalidCursor`, which each API answers with `invalid_cursor_problem()`: 400 `invalid-cursor`),
-so a tampered cursor never reaches a query. Lists fetch `limit + 1` rows and call `split_page`.
+so a tampered cursor never reaches a query: its time must lie in the range every API instant
+keeps to (`servicekit.rfc3339.INSTANT_MIN`..`INSTANT_MAX`; outside it the conversion to UTC can
+overflow) and its id must be printable ASCII of at most `_MAX_ID_CHARS` (what ids are: a NUL or a
+lone surrogate would fail in the driver, not here). Lists fetch `limit + 1` rows and call
+`split_page`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from servicekit.http.problems import ProblemError
+from servicekit.rfc3339 import RFC3339_PATTERN, instant_in_range
 
 T = TypeVar("T")
 
@@ -25,6 +30,8 @@ LIMIT_MAX = 100
 LIMIT_DEFAULT = 50
 # A cursor this long is not one of ours; refuse before decoding.
 _MAX_CURSOR_CHARS = 512
+# Ids are a prefix and a ULID (about 30 ASCII characters); path ids allow 64, so do cursors.
+_MAX_ID_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,14 @@ def parse_cursor(cursor: str) -> Cursor:
         if not isinstance(obj, dict) or set(obj) != {"t", "i"}:
             raise ValueError("shape")
         created_at, ident = obj["t"], obj["i"]
-        if not isinstance(created_at, str) or not isinstance(ident, str) or not ident:
+        if not isinstance(created_at, str) or not isinstance(ident, str):
             raise ValueError("types")
-        when = datetime.fromisoformat(created_at)
-        if when.tzinfo is None:
-            raise ValueError("naive")
+        if not 0 < len(ident) <= _MAX_ID_CHARS or not (ident.isascii() and ident.isprintable()):
+            raise ValueError("id")
+        # fromisoformat alone reads "…00:00\x00Z" as midnight UTC: the text must be what we write.
+        if not RFC3339_PATTERN.fullmatch(created_at):
+            raise ValueError("time")
+        when = instant_in_range(datetime.fromisoformat(created_at))
     except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidCursor(str(exc)) from None
     return Cursor(when, ident)

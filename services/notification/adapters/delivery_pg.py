@@ -14,7 +14,12 @@ from typing import Any
 
 from notification.adapters.sql_store import SUBSCRIPTION_COLUMNS, subscription_record
 from notification.adapters.tables import DUE_STATUSES_SQL
-from notification.domain.deliveries import DeliveryStatus, EndpointHealth
+from notification.domain.deliveries import (
+    LOST_ATTEMPT_KIND,
+    LOST_ATTEMPT_MESSAGE,
+    DeliveryStatus,
+    EndpointHealth,
+)
 from notification.service_layer.ports import (
     ClaimedDelivery,
     DeliveryCompletion,
@@ -29,11 +34,17 @@ TERMINAL = (DeliveryStatus.SUCCEEDED.value, DeliveryStatus.DEAD.value)
 CLAIM_PLANNER = CLAIM_PLANNER_SQL
 
 
-# $1 owner, $2 now, $3 lease_until, $4 limit. Oldest due first, locked with SKIP LOCKED so that
-# replicas take disjoint deliveries; each returned with its (live, enabled) subscription.
+# $1 owner, $2 now, $3 lease_until, $4 limit, then `CLAIM_LOST_ARGS`. Oldest due first, locked
+# with SKIP LOCKED so that replicas take disjoint deliveries; each returned with its (live,
+# enabled) subscription. A delivery still holding an owner had its lease expire unfinished (a
+# completion or a release clears the owner): its lost attempt is counted and recorded here, in
+# the claim's transaction, started at the lost claim's time (its lease's expiry minus this
+# claim's lease length; domain/deliveries.py "Lost attempts").
 CLAIM = f"""
 WITH picked AS (
-  SELECT d.id FROM webhook_deliveries d JOIN subscriptions s ON s.id = d.subscription_id
+  SELECT d.id, d.lease_owner IS NOT NULL AS lost,
+    d.lease_expires_at - ($3::timestamptz - $2::timestamptz) AS lost_started_at
+  FROM webhook_deliveries d JOIN subscriptions s ON s.id = d.subscription_id
   WHERE d.{DUE_STATUSES_SQL} AND d.next_attempt_at <= $2
     AND (d.lease_expires_at IS NULL OR d.lease_expires_at < $2)
     AND s.enabled IS true AND s.deleted_at IS NULL
@@ -42,15 +53,32 @@ WITH picked AS (
   FOR UPDATE OF d SKIP LOCKED
 ),
 claimed AS (
-  UPDATE webhook_deliveries d SET lease_owner = $1, lease_expires_at = $3
+  UPDATE webhook_deliveries d SET lease_owner = $1, lease_expires_at = $3,
+    attempt_count = d.attempt_count + picked.lost::int,
+    round_attempts = d.round_attempts + picked.lost::int,
+    round_started_at = CASE WHEN picked.lost
+      THEN coalesce(d.round_started_at, picked.lost_started_at) ELSE d.round_started_at END,
+    last_error = CASE WHEN picked.lost THEN $5 ELSE d.last_error END,
+    updated_at = CASE WHEN picked.lost THEN $2 ELSE d.updated_at END
   FROM picked WHERE d.id = picked.id
   RETURNING d.id, d.subscription_id, d.event_type, d.body, d.attempt_count, d.round_attempts,
-    d.round_started_at
+    d.round_started_at, picked.lost, picked.lost_started_at
+),
+lost_in AS (
+  INSERT INTO delivery_attempts (delivery_id, number, started_at, duration_ms, error_kind,
+    error_message)
+  SELECT id, attempt_count, lost_started_at, 0, $6, $7 FROM claimed WHERE lost
 )
 SELECT c.id AS d_id, c.event_type, c.body, c.attempt_count, c.round_attempts,
-  c.round_started_at, {", ".join(f"s.{c.name}" for c in SUBSCRIPTION_COLUMNS)}
+  c.round_started_at, c.lost, {", ".join(f"s.{c.name}" for c in SUBSCRIPTION_COLUMNS)}
 FROM claimed c JOIN subscriptions s ON s.id = c.subscription_id
 """  # noqa: S608 (constants only)
+# $5 the delivery's last_error, $6 the attempt's error_kind, $7 its error_message.
+CLAIM_LOST_ARGS = (
+    f"{LOST_ATTEMPT_KIND}: {LOST_ATTEMPT_MESSAGE}",
+    LOST_ATTEMPT_KIND,
+    LOST_ATTEMPT_MESSAGE,
+)
 
 
 def claimed_of(rows: Sequence[Any]) -> list[ClaimedDelivery]:
@@ -72,6 +100,7 @@ def claimed_of(rows: Sequence[Any]) -> list[ClaimedDelivery]:
                 round_attempts=r["round_attempts"],
                 round_started_at=r["round_started_at"],
                 subscription=sub,
+                lost_attempt=r["lost"],
             )
         )
     return out
@@ -84,7 +113,8 @@ def claimed_of(rows: Sequence[Any]) -> list[ClaimedDelivery]:
 # probing the primary key with the batch's ids (joined on v alone, a planner may read every
 # leased delivery through the due index instead); `written` stores their state (its WHERE
 # re-checks the lease on the newest row version); attempts are inserted for the written
-# deliveries only, so an attempt number can never be written twice.
+# deliveries only, so an attempt number can never be written twice (a completion without an
+# attempt, a delivery ended at a take-over, writes the state alone: null number).
 # `health` then locks, in id order, the subscriptions whose streak may change: those with a
 # failed attempt and those not clear (a success on a clear endpoint changes
 # nothing, so the common case locks no subscription). The result's `written` rows come first
@@ -107,8 +137,10 @@ locked AS (
   FOR UPDATE OF d
 ),
 written AS (
-  UPDATE webhook_deliveries d SET status = v.status, attempt_count = d.attempt_count + 1,
-    round_attempts = d.round_attempts + 1, round_started_at = v.round_started_at,
+  UPDATE webhook_deliveries d SET status = v.status,
+    attempt_count = d.attempt_count + (v.number IS NOT NULL)::int,
+    round_attempts = d.round_attempts + (v.number IS NOT NULL)::int,
+    round_started_at = v.round_started_at,
     next_attempt_at = v.next_attempt_at, lease_owner = NULL, lease_expires_at = NULL,
     last_error = v.last_error, updated_at = $15, finished_at = v.finished_at
   FROM v
@@ -121,7 +153,7 @@ attempts_in AS (
     error_kind, error_message, response_excerpt)
   SELECT v.id, v.number, v.started_at, v.duration_ms, v.status_code, v.error_kind,
     v.error_message, v.response_excerpt
-  FROM v WHERE v.id IN (SELECT id FROM written)
+  FROM v WHERE v.id IN (SELECT id FROM written) AND v.number IS NOT NULL
 )
 SELECT true AS w, id, NULL::timestamptz AS failing_since, NULL::int AS consecutive_failures
 FROM written
@@ -158,16 +190,17 @@ def complete_args(completions: Sequence[DeliveryCompletion], now: datetime) -> l
         [c.round_started_at for c in ordered],
         [c.last_error for c in ordered],
         [now if c.status in TERMINAL else None for c in ordered],
-        [a.number for a in attempts],
-        [a.started_at for a in attempts],
-        [a.duration_ms for a in attempts],
-        [a.status_code for a in attempts],
-        [a.error_kind for a in attempts],
-        [a.error_message for a in attempts],
-        [a.response_excerpt for a in attempts],
+        [None if a is None else a.number for a in attempts],
+        [None if a is None else a.started_at for a in attempts],
+        [None if a is None else a.duration_ms for a in attempts],
+        [None if a is None else a.status_code for a in attempts],
+        [None if a is None else a.error_kind for a in attempts],
+        [None if a is None else a.error_message for a in attempts],
+        [None if a is None else a.response_excerpt for a in attempts],
         now,
-        sorted({c.subscription_id for c in ordered}),
-        sorted({c.subscription_id for c in ordered if not c.ok}),
+        # Only attempts move an endpoint's streak: an ended take-over leaves it alone.
+        sorted({c.subscription_id for c in ordered if c.attempt is not None}),
+        sorted({c.subscription_id for c in ordered if not c.ok and c.attempt is not None}),
     ]
 
 

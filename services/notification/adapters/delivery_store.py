@@ -5,7 +5,9 @@ A claim sets `lease_owner` (one token per claim) and `lease_expires_at` on due d
 live, enabled subscriptions. PostgreSQL: one statement, `UPDATE ... FROM (SELECT ... FOR UPDATE
 SKIP LOCKED LIMIT n) RETURNING` joined to the subscriptions, so replicas take disjoint
 deliveries without waiting on each other. SQLite (one writer at a time): the UPDATE with its
-RETURNING, then the subscriptions.
+RETURNING, then the subscriptions. A claimed delivery that still held an owner had its lease
+expire unfinished: the claim counts and records its lost attempt (`worker_lost`) in the same
+transaction (domain/deliveries.py "Lost attempts").
 
 A completion is written only while its delivery is still due and leased to the completion's
 owner; the others are dropped (their lease expired and another claim took them, or a replay
@@ -24,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, text, update
+from sqlalchemy import Select, bindparam, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from notification.adapters import delivery_pg
@@ -37,6 +39,8 @@ from notification.adapters.tables import (
 )
 from notification.domain.deliveries import (
     DUE_STATES,
+    LOST_ATTEMPT_KIND,
+    LOST_ATTEMPT_MESSAGE,
     EndpointHealth,
     StreakChange,
     streak_changes,
@@ -48,6 +52,7 @@ from notification.service_layer.ports import (
     SubscriptionRecord,
 )
 from servicekit.data.database import asyncpg_connection
+from webhookdeliver import AttemptRecord
 
 _DUE = [s.value for s in DUE_STATES]
 _TERMINAL = delivery_pg.TERMINAL
@@ -79,7 +84,9 @@ class SqlDeliveryStore:
             async with self.engine.begin() as conn:
                 db = await asyncpg_connection(conn)
                 await db.execute(delivery_pg.CLAIM_PLANNER)
-                rows = await db.fetch(delivery_pg.CLAIM, owner, now, lease_until, limit)
+                rows = await db.fetch(
+                    delivery_pg.CLAIM, owner, now, lease_until, limit, *delivery_pg.CLAIM_LOST_ARGS
+                )
             return delivery_pg.claimed_of(rows)
         due = (
             select(_D.c.id)
@@ -101,6 +108,10 @@ class SqlDeliveryStore:
             .returning(*_CLAIMED_COLUMNS)
         )
         async with self.engine.begin() as conn:
+            # First (a write: the transaction takes the write lock before it reads), the lost
+            # attempts of the deliveries about to be claimed: those still holding an owner. The
+            # claim below picks the same rows (this write changes none of its conditions).
+            lost = await self._count_lost_attempts_sqlite(conn, due, now, lease_until)
             leased = (await conn.execute(stmt)).mappings().all()
             if not leased:
                 return []
@@ -121,9 +132,53 @@ class SqlDeliveryStore:
                 round_attempts=r["round_attempts"],
                 round_started_at=r["round_started_at"],
                 subscription=subs[r["subscription_id"]],
+                lost_attempt=r["id"] in lost,
             )
             for r in leased
         ]
+
+    async def _count_lost_attempts_sqlite(
+        self, conn: AsyncConnection, due: Select[Any], now: datetime, lease_until: datetime
+    ) -> set[str]:
+        """Count and record the lost attempt of each of the `due` deliveries whose lease
+        expired unfinished (delivery_pg.CLAIM does the same in its one statement)."""
+        counted = (
+            update(_D)
+            .where(_D.c.id.in_(due.scalar_subquery()), _D.c.lease_owner.is_not(None))
+            .values(
+                attempt_count=_D.c.attempt_count + 1,
+                round_attempts=_D.c.round_attempts + 1,
+                last_error=f"{LOST_ATTEMPT_KIND}: {LOST_ATTEMPT_MESSAGE}",
+                updated_at=now,
+            )
+            .returning(_D.c.id, _D.c.attempt_count, _D.c.lease_expires_at, _D.c.round_started_at)
+        )
+        rows = (await conn.execute(counted)).mappings().all()
+        if not rows:
+            return set()
+        lease_length = lease_until - now  # the lost claim's, as far as this store can tell
+        started = {r["id"]: r["lease_expires_at"] - lease_length for r in rows}
+        unstarted = [r["id"] for r in rows if r["round_started_at"] is None]
+        if unstarted:
+            await conn.execute(
+                update(_D).where(_D.c.id == bindparam("b_id")),
+                [{"b_id": i, "round_started_at": started[i]} for i in sorted(unstarted)],
+            )
+        await conn.execute(
+            insert(delivery_attempts),
+            [
+                {
+                    "delivery_id": r["id"],
+                    "number": r["attempt_count"],
+                    "started_at": started[r["id"]],
+                    "duration_ms": 0,
+                    "error_kind": LOST_ATTEMPT_KIND,
+                    "error_message": LOST_ATTEMPT_MESSAGE,
+                }
+                for r in rows
+            ],
+        )
+        return set(started)
 
     async def extend_delivery_leases(
         self, leases: Sequence[tuple[str, str]], until: datetime
@@ -192,6 +247,7 @@ class SqlDeliveryStore:
     ) -> set[str]:
         written: set[str] = set()
         for c in sorted(completions, key=lambda c: c.delivery_id):
+            counted = 0 if c.attempt is None else 1  # None: ended at a take-over
             stmt = (
                 update(_D)
                 .where(
@@ -201,8 +257,8 @@ class SqlDeliveryStore:
                 )
                 .values(
                     status=c.status,
-                    attempt_count=_D.c.attempt_count + 1,
-                    round_attempts=_D.c.round_attempts + 1,
+                    attempt_count=_D.c.attempt_count + counted,
+                    round_attempts=_D.c.round_attempts + counted,
                     round_started_at=c.round_started_at,
                     next_attempt_at=c.next_attempt_at,
                     lease_owner=None,
@@ -216,9 +272,9 @@ class SqlDeliveryStore:
             if (await conn.execute(stmt)).first() is not None:
                 written.add(c.delivery_id)
         attempts = [
-            {"delivery_id": c.delivery_id, **_attempt_values(c)}
+            {"delivery_id": c.delivery_id, **_attempt_values(c.attempt)}
             for c in completions
-            if c.delivery_id in written
+            if c.delivery_id in written and c.attempt is not None
         ]
         if attempts:
             await conn.execute(insert(delivery_attempts), attempts)
@@ -280,8 +336,7 @@ class SqlDeliveryStore:
             return [subscription_record(r) for r in (await conn.execute(stmt)).mappings()]
 
 
-def _attempt_values(c: DeliveryCompletion) -> dict[str, Any]:
-    a = c.attempt
+def _attempt_values(a: AttemptRecord) -> dict[str, Any]:
     return {
         "number": a.number,
         "started_at": a.started_at,
@@ -294,11 +349,12 @@ def _attempt_values(c: DeliveryCompletion) -> dict[str, Any]:
 
 
 def _changes_of(completions: Sequence[DeliveryCompletion], written: set[str]) -> list[StreakChange]:
-    """The streak changes of the written attempts (a dropped completion changes nothing)."""
+    """The streak changes of the written attempts (a dropped completion changes nothing, nor
+    does a delivery ended at a take-over: a lost attempt is not the endpoint's failure)."""
     return streak_changes(
         (c.subscription_id, c.ok, c.attempt.started_at)
         for c in completions
-        if c.delivery_id in written
+        if c.delivery_id in written and c.attempt is not None
     )
 
 

@@ -6,6 +6,17 @@ dead or succeeded delivery back to `pending` with a fresh retry budget, same `X-
 Deleting a subscription ends its unfinished deliveries `dead` with `SUBSCRIPTION_DELETED_ERROR`
 (nothing would ever attempt them again).
 
+Lost attempts (as the scheduler's runs count them): a dispatcher that dies, or stops renewing its
+lease, after claiming a delivery may have sent its attempt. The claim that takes the expired
+lease over counts that attempt (`attempt_count` and the round's count + 1) and records it with
+`error_kind = LOST_ATTEMPT_KIND`, started when the lost claim was made (as far as the store can
+tell: its lease's expiry minus the lease length, a renewal moving it later), so the next attempt
+goes out with the next `X-Attempt` and the attempt log shows what the receiver may have seen. A
+lost attempt counts toward the retry budget like any other: when it was the round's last,
+`lost_attempt_outcome` ends the delivery dead at the take-over, not attempted once more (a
+delivery that takes its dispatcher down would otherwise be retried for ever). It is not the
+endpoint's failure: the health streak ignores it.
+
 Endpoint health (the choice, after Svix): Svix disables an endpoint when every attempt to it
 has failed for 5 days; Stripe emails the account and disables an endpoint after several days of
 failures. We follow Svix: an endpoint is *failing since* its first failed attempt after its last
@@ -35,6 +46,12 @@ class DeliveryStatus(StrEnum):
 
 
 DUE_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+LOST_ATTEMPT_KIND = "worker_lost"
+"""The error kind of an attempt whose dispatcher was lost before it recorded the outcome."""
+LOST_ATTEMPT_MESSAGE = (
+    "the dispatcher making this attempt stopped renewing its lease (it crashed or lost the "
+    "database); whether the request reached the target is unknown"
+)
 SUBSCRIPTION_DELETED_ERROR = (
     "subscription_deleted: the subscription was deleted before this delivery succeeded"
 )
@@ -146,3 +163,26 @@ def delivery_outcome(
     if delay is None:
         return DeliveryOutcome(DeliveryStatus.DEAD, None, round_started)
     return DeliveryOutcome(DeliveryStatus.RETRYING, now + timedelta(seconds=delay), round_started)
+
+
+def lost_attempt_outcome(
+    *,
+    round_attempts: int,
+    round_started_at: datetime,
+    now: datetime,
+    next_delay: NextDelay,
+) -> DeliveryOutcome | None:
+    """After a take-over counted a lost attempt (`round_attempts` includes it): None to attempt
+    again now (the delivery was due before its lease ran out), or the dead outcome when the lost
+    attempt was the round's last."""
+    outcome = delivery_outcome(
+        ok=False,
+        retryable=True,
+        retry_after_seconds=None,
+        round_attempts=round_attempts - 1,
+        round_started_at=round_started_at,
+        started_at=round_started_at,
+        now=now,
+        next_delay=next_delay,
+    )
+    return outcome if outcome.status is DeliveryStatus.DEAD else None

@@ -16,7 +16,10 @@ compare-and-set writer, lease renewal while attempts run, graceful stop; read it
   `release_deliveries` (due again at once, no attempt counted).
 - the attempt, `DeliveryDispatcher.attempt`: one signed POST (`DeliveryClient.deliver`), its
   result turned into the attempt record and the state it leads to (succeeded, retrying at the
-  backoff's delay, or dead: `notification.domain.deliveries.delivery_outcome`).
+  backoff's delay, or dead: `notification.domain.deliveries.delivery_outcome`). A claim that
+  took an expired lease over has counted its lost attempt (`worker_lost`), so the POST carries
+  the next `X-Attempt`; when the lost attempt was the round's last, the delivery ends dead
+  without one (`lost_attempt_outcome`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
-from notification.domain.deliveries import EndpointHealth, EndpointHealthPolicy, delivery_outcome
+from notification.domain.deliveries import (
+    LOST_ATTEMPT_KIND,
+    LOST_ATTEMPT_MESSAGE,
+    EndpointHealth,
+    EndpointHealthPolicy,
+    delivery_outcome,
+    lost_attempt_outcome,
+)
 from notification.service_layer.ports import (
     ClaimedDelivery,
     Clock,
@@ -244,8 +254,13 @@ class DeliveryDispatcher:
         )
 
     async def attempt(self, due: DueDelivery, owner: str) -> Written:
-        """One signed POST, and the state its result leads to."""
+        """One signed POST, and the state its result leads to; none when the claim took over a
+        lost attempt that was the round's last (the delivery ends dead at the take-over)."""
         claimed = due.claimed
+        if claimed.lost_attempt:
+            ended = self._ended_at_take_over(claimed, owner)
+            if ended is not None:
+                return ended
         result = await self.client.deliver(
             Delivery(
                 url=claimed.subscription.url,
@@ -288,6 +303,34 @@ class DeliveryDispatcher:
             next_attempt_at=outcome.next_attempt_at,
             round_started_at=outcome.round_started_at,
             last_error=error,
+        )
+
+    def _ended_at_take_over(
+        self, claimed: ClaimedDelivery, owner: str
+    ) -> DeliveryCompletion | None:
+        now = self.clock()
+        outcome = lost_attempt_outcome(
+            round_attempts=claimed.round_attempts,
+            round_started_at=claimed.round_started_at or now,
+            now=now,
+            next_delay=self._next_delay,
+        )
+        if outcome is None:
+            return None
+        log.warning(
+            "delivery dead at take-over: its lost attempt was its last",
+            extra={"delivery": claimed.id, "attempts": claimed.attempt_count},
+        )
+        return DeliveryCompletion(
+            delivery_id=claimed.id,
+            subscription_id=claimed.subscription.id,
+            owner=owner,
+            attempt=None,
+            ok=False,
+            status=outcome.status.value,
+            next_attempt_at=None,
+            round_started_at=outcome.round_started_at,
+            last_error=f"{LOST_ATTEMPT_KIND}: {LOST_ATTEMPT_MESSAGE}",
         )
 
     def _next_delay(self, attempt: int, elapsed: float, retry_after: float | None) -> float | None:

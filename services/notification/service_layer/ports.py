@@ -79,6 +79,9 @@ class ClaimedDelivery:
     round_attempts: int
     round_started_at: datetime | None
     subscription: SubscriptionRecord
+    lost_attempt: bool = False
+    """This claim took an expired lease over and counted its attempt as lost (the counts above
+    include it; `notification.domain.deliveries` "Lost attempts")."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ class DeliveryCompletion:
     delivery_id: str
     subscription_id: str
     owner: str
-    attempt: AttemptRecord
+    attempt: AttemptRecord | None
+    """None: the delivery ended at a take-over, its lost attempt its round's last (no POST)."""
     ok: bool
     status: str
     next_attempt_at: datetime | None
