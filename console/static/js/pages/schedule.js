@@ -38,7 +38,7 @@ export async function schedulePage(id) {
     ["DST policy", s.dst_policy],
     ["Next run", s.state === "paused" ? h("span", { class: "muted" }, "none while paused") : timeEl(s.next_occurrence_at, s.timezone)],
     ["Last run", s.last_run
-      ? h("a", { href: runHref(s, s.last_run.id), class: "last-run" }, badge(s.last_run.status), " ", timeEl(s.last_run.scheduled_for, s.timezone))
+      ? h("span", { class: "last-run" }, badge(s.last_run.status), " ", h("a", { href: runHref(s, s.last_run.id) }, timeEl(s.last_run.scheduled_for, s.timezone)))
       : h("span", { class: "muted" }, "no finished run yet")],
     ["Action", s.action],
     s.target ? ["Target", h("code", { class: "wrap" }, s.target.url)] : null,
@@ -127,7 +127,7 @@ function breakerCard(s, resume) {
     ? `It failed ${n} times in a row, which reached its breaker's threshold (${threshold}), so it was paused and no runs are planned.`
     : `Its last run failed, and its breaker pauses it after ${threshold} failed run${threshold === 1 ? "" : "s"}, so no runs are planned.`;
   const failing = r ? definition([
-    ["Failing run", h("a", { href: runHref(s, r.id) }, badge(r.status), " ", timeEl(r.scheduled_for, s.timezone))],
+    ["Failing run", [badge(r.status), " ", h("a", { href: runHref(s, r.id) }, timeEl(r.scheduled_for, s.timezone))]],
     r.status_code ? ["HTTP status", String(r.status_code)] : null,
     r.error ? ["Error", h("code", { class: "wrap" }, r.error.message ? `${r.error.kind}: ${r.error.message}` : r.error.kind)] : null,
     ["Attempts", String(r.attempt_count)],

@@ -88,8 +88,8 @@ async function load(body, count, search, filters) {
 function lastRun(s) {
   const r = s.last_run;
   if (!r) return h("span", { class: "muted" }, "no runs yet");
-  return h("a", { href: `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(r.id)}` },
-    badge(r.status), " ", timeEl(r.scheduled_for, s.timezone));
+  return [badge(r.status), " ",
+    h("a", { href: `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(r.id)}` }, timeEl(r.scheduled_for, s.timezone))];
 }
 
 function nextRun(s) {
