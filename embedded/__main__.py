@@ -192,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(service="embedded")
     # The local demo may target webhooks on this machine (DESIGN §3); production never does.
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+    # Alerts link the console this process serves (the gateway's origin).
+    os.environ.setdefault("CONSOLE_PUBLIC_URL", f"http://{HOST}:{args.console_port}")
     bus = InProcessBus()
     built = build(dev=True, bus=bus)
     if isinstance(built, str):

@@ -96,9 +96,9 @@ def _sections() -> list[tuple[str, str, type[BaseSettings], bool | None]]:
         ),
         (
             "Notification (`NOTIFICATION_*`)",
-            "`services/notification/config.py`.",
+            "`services/notification/config.py`; `CONSOLE_PUBLIC_URL` is read unprefixed.",
             NotificationSettings,
-            False,
+            None,
         ),
     ]
 

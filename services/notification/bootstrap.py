@@ -107,7 +107,7 @@ def bootstrap(
         known_event_types=event_types_of(settings.event_topic_list()),
         max_per_tenant=settings.max_subscriptions_per_tenant,
     )
-    alerts = AlertService(store, JinjaAlertRenderer(), clock)
+    alerts = AlertService(store, JinjaAlertRenderer(console_url=settings.console_public_url), clock)
     mailer = mailer or make_mailer(settings)
     email_settings = EmailSettings(
         max_attempts=settings.email_max_attempts, idle_poll_seconds=settings.poll_interval_seconds

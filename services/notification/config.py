@@ -6,8 +6,9 @@ from these fields."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from notification.domain.deliveries import EndpointHealthPolicy
@@ -15,7 +16,7 @@ from notification.service_layer.dispatch import DispatchSettings
 from notification.service_layer.email_sender import EmailSettings
 from notification.service_layer.retention import RetentionPolicy
 from notification.service_layer.subscriptions import DEFAULT_MAX_SUBSCRIPTIONS_PER_TENANT
-from servicekit.settings import ServiceSettings
+from servicekit.settings import ServiceSettings, unprefixed
 
 # The defaults live with the policies that use them; these settings only let them be overridden.
 _DISPATCH = DispatchSettings()
@@ -47,6 +48,13 @@ class NotificationSettings(ServiceSettings):
         "unset: alerts are written as `.eml` files under `var/mail/`.",
     )
     mail_from: str = Field("scheduler-alerts@localhost", description="Sender of alert emails.")
+    console_public_url: str | None = Field(
+        None,
+        validation_alias=unprefixed("CONSOLE_PUBLIC_URL"),
+        description="The console's public origin (`https://scheduler.example.com`; it serves "
+        "the APIs under /v1 too): alerts link its schedule and run pages and name it in their "
+        "curl line. Unset: alerts name API paths only. `make run` sets the gateway's origin.",
+    )
     smtp_timeout_seconds: float = Field(
         30.0, gt=0, le=300, description="Bound of one SMTP session step."
     )
@@ -179,6 +187,18 @@ class NotificationSettings(ServiceSettings):
         description="Dev mode: missing keys are generated under `var/` and SQLite is migrated "
         "on start. `notification serve` sets it from `--dev`, whatever this variable says.",
     )
+
+    @field_validator("console_public_url")
+    @classmethod
+    def _origin(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http(s) URL such as https://scheduler.example.com")
+        if parts.query or parts.fragment:
+            raise ValueError("must have no query or fragment: alerts append the page's #/path")
+        return value.strip().rstrip("/")
 
     def event_topic_list(self) -> list[str]:
         return [t.strip() for t in self.event_topics.split(",") if t.strip()]

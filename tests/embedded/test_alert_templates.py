@@ -14,7 +14,7 @@ from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
 )
-from scheduler.domain.run import RunStatus
+from scheduler.domain.run import Attempt, RunStatus
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import Entitlements, QuotaViolation
 from scheduler.service_layer.quota import MAX_ALERT_SCHEDULES, quota_alert
@@ -76,3 +76,43 @@ def test_breaker_alert_renders_its_wording_for_the_threshold(threshold: int) -> 
         assert "it failed 5 times in a row" in " ".join(rendered.html.split())
     for part in (rendered.text, rendered.html):
         assert "POST /v1/schedules/sch_0007/resume" in part
+
+
+def test_breaker_alert_links_the_console_and_quotes_the_failure() -> None:
+    s = schedule(8, threshold=1)
+    assert count_finished_run(s, RunStatus.FAILED)
+    s.pause(PAUSED_REASON_BREAKER, NOW)
+    attempt = Attempt(
+        run_id="run_42",
+        number=1,
+        started_at=NOW,
+        duration_ms=12,
+        status_code=500,
+        error_kind="http_status",
+        error_message="HTTP 500",
+        response_excerpt="down <img src=x>",
+    )
+    data = breaker_alert(s, "http_status: HTTP 500", NOW, run_id="run_42", attempt=attempt).data
+    assert (data["data"]["run_id"], data["data"]["status_code"]) == ("run_42", 500)
+
+    console = "https://scheduler.example.com"
+    rendered = JinjaAlertRenderer(console_url=console).render(data["template"], data["data"])
+
+    page = f"{console}/#/schedules/sch_0008"
+    assert f"{page}\n" in rendered.text
+    assert f"{page}/runs/run_42\n" in rendered.text
+    assert "HTTP 500" in rendered.text
+    assert "down <img src=x>" in rendered.text  # plain text: the excerpt as received
+    assert f'href="{page}"' in rendered.html
+    assert f'href="{page}/runs/run_42"' in rendered.html
+    assert "<pre>down &lt;img src=x&gt;</pre>" in rendered.html  # escaped in HTML
+    # The curl line stays for API users, on the console's origin (it serves /v1 too).
+    for part in (rendered.text, rendered.html):
+        assert f"curl -X POST {console}/v1/schedules/sch_0008/resume" in part
+        assert "scheduler&gt;" not in part
+        assert "<scheduler>" not in part
+
+    # Without CONSOLE_PUBLIC_URL: API paths only, no link to nowhere.
+    bare = JinjaAlertRenderer().render(data["template"], data["data"])
+    assert "#/schedules" not in bare.text + bare.html
+    assert "Run history: /v1/schedules/sch_0008/runs" in bare.text

@@ -79,6 +79,18 @@ def test_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.mail_from == "scheduler-alerts@localhost"
 
 
+def test_console_public_url_is_read_unprefixed_and_must_be_an_origin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert NotificationSettings().console_public_url is None
+    monkeypatch.setenv("CONSOLE_PUBLIC_URL", "https://scheduler.example.com/")
+    assert NotificationSettings().console_public_url == "https://scheduler.example.com"
+    for bad in ("scheduler.example.com", "ftp://x", "https://x/#/schedules"):
+        monkeypatch.setenv("CONSOLE_PUBLIC_URL", bad)
+        with pytest.raises(ConfigError, match="CONSOLE_PUBLIC_URL"):
+            NotificationSettings()
+
+
 def test_smtp_url_parsing() -> None:
     implicit = SmtpMailer("smtps://alerts%40corp:p%3Ass@mail.example.com")
     assert (implicit.host, implicit.port, implicit.implicit_tls) == ("mail.example.com", 465, True)

@@ -1,5 +1,9 @@
 """Jinja2 alert templates: `<name>.subject.txt`, `<name>.txt`, `<name>.html` under templates/.
-An unknown template name falls back to `generic`, which lists the request's data."""
+An unknown template name falls back to `generic`, which lists the request's data.
+
+Every template sees `console_url`, the console's public origin (CONSOLE_PUBLIC_URL) or None:
+links to its pages are `{console_url}/#/schedules/{id}` and `.../runs/{run_id}` (the console's
+hash routes). The alert requests carry ids, not URLs, so the origin is this service's setting."""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ MAX_SUBJECT_CHARS = 200
 
 
 class JinjaAlertRenderer:
-    def __init__(self, directory: Path = TEMPLATES_DIR) -> None:
+    def __init__(self, directory: Path = TEMPLATES_DIR, *, console_url: str | None = None) -> None:
+        self.console_url = console_url
         loader = FileSystemLoader(str(directory))
         # HTML is autoescaped (tenant-supplied names end up in it); text is not.
         self.html = Environment(
@@ -36,7 +41,12 @@ class JinjaAlertRenderer:
             self.text.get_template(f"{name}.txt")
         except TemplateNotFound:
             name = "generic"
-        context = {"template": template, "data": dict(data), **dict(data)}
+        context = {
+            "template": template,
+            "data": dict(data),
+            **dict(data),
+            "console_url": self.console_url,
+        }
         try:
             subject = self.text.get_template(f"{name}.subject.txt").render(context)
             text = self.text.get_template(f"{name}.txt").render(context)

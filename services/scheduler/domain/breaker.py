@@ -100,9 +100,17 @@ def last_error(attempts: Sequence[Attempt]) -> str:
     return text
 
 
-def breaker_alert(schedule: Schedule, error: str, now: datetime) -> DomainEvent:
+def breaker_alert(
+    schedule: Schedule,
+    error: str,
+    now: datetime,
+    *,
+    run_id: str | None = None,
+    attempt: Attempt | None = None,
+) -> DomainEvent:
     """The alert request of a breaker pause; call it after pausing (the paused version names
-    the pause, so one pause alerts once)."""
+    the pause, so one pause alerts once). `run_id` and `attempt`: the run that tripped it and
+    its last attempt, so the alert can link the run and quote the receiver's answer."""
     return alert_request(
         id=stable_id("evt", schedule.id, "auto_paused", str(schedule.version)),
         tenant_id=schedule.tenant_id,
@@ -117,6 +125,10 @@ def breaker_alert(schedule: Schedule, error: str, now: datetime) -> DomainEvent:
             "consecutive_failures": schedule.consecutive_failures,
             "failure_threshold": schedule.definition.policies.breaker.failure_threshold,
             "resume_path": f"/v1/schedules/{schedule.id}/resume",
+            "run_id": run_id,
+            "status_code": None if attempt is None else attempt.status_code,
+            # At most 1 KiB (webhookdeliver's bound): the receiver's text, never our secret.
+            "response_excerpt": None if attempt is None else attempt.response_excerpt,
         },
         now=now,
     )

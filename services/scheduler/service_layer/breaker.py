@@ -43,7 +43,8 @@ async def apply_breaker(
         before = schedule.consecutive_failures
         if count_finished_run(schedule, c.run.status):
             error = last_error(c.attempts)
-            alert = partial(breaker_alert, error=error, now=now)
+            attempt = c.attempts[-1] if c.attempts else None
+            alert = partial(breaker_alert, error=error, now=now, run_id=c.run.id, attempt=attempt)
             await pause(uow, schedule, PAUSED_REASON_BREAKER, now, alert=alert)
             counted.pop(schedule.id, None)
             paused.append(schedule.id)

@@ -116,6 +116,21 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class RunSummary:
+    """What a schedule's page shows of its runs (`run_summaries`)."""
+
+    last_finished: Run | None = None
+    """The newest run by (scheduled_for, id) that succeeded or failed: a pending run planned
+    ahead is not "last", nor is a skipped one (it says nothing about the target, and would hide
+    the failure that paused a schedule)."""
+    last_attempt: Attempt | None = None
+    """`last_finished`'s last delivery attempt (its error and response excerpt)."""
+    next_planned_at: datetime | None = None
+    """The earliest scheduled_for of the schedule's planned runs still pending and never
+    attempted (planned ahead, up to the planner's horizon)."""
+
+
+@dataclass(frozen=True)
 class ClaimedRuns:
     """One claim: the runs now leased to its owner, each one's schedule spec (absent: the
     schedule row is gone) and the lost attempts of runs taken over from a dead worker."""
@@ -265,6 +280,13 @@ class RunRepository(Protocol):
 
     async def last_run(self, tenant_id: str, schedule_id: str) -> Run | None:
         """The schedule's newest run by (scheduled_for, id)."""
+        ...
+
+    async def run_summaries(
+        self, tenant_id: str, schedule_ids: Sequence[str]
+    ) -> dict[str, RunSummary]:
+        """Each schedule's RunSummary, for a page of schedules in a fixed number of queries
+        (never one per schedule); a schedule without runs gets an empty summary."""
         ...
 
     # ---- retime and preview (domain/retime.py) ---------------------------------------------

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
@@ -34,6 +34,7 @@ from scheduler.service_layer.errors import (
 )
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.quota import check_definition, check_resume
+from scheduler.service_layer.run_ports import RunSummary
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
 from servicekit.data.ids import new_id
 from servicekit.data.pagination import encode_cursor, parse_cursor
@@ -65,6 +66,8 @@ class Created:
 class Page:
     items: list[Schedule]
     next_cursor: str | None
+    runs: Mapping[str, RunSummary] = field(default_factory=dict)
+    """Each listed schedule's last finished and next planned run, by schedule id."""
 
 
 def request_hash(body: Mapping[str, Any]) -> str:
@@ -206,6 +209,23 @@ async def get_schedule(uow: UnitOfWork, *, tenant_id: str, schedule_id: str) -> 
         return await _load(uow, tenant_id, schedule_id)
 
 
+async def get_schedule_with_runs(
+    uow: UnitOfWork, *, tenant_id: str, schedule_id: str
+) -> tuple[Schedule, RunSummary]:
+    """The schedule and its RunSummary, read in one transaction."""
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        summaries = await uow.runs.run_summaries(tenant_id, [schedule.id])
+    return schedule, summaries.get(schedule.id, RunSummary())
+
+
+async def run_summary(uow: UnitOfWork, *, tenant_id: str, schedule_id: str) -> RunSummary:
+    """A schedule's RunSummary after a write (the write's own response shows it)."""
+    async with uow:
+        summaries = await uow.runs.run_summaries(tenant_id, [schedule_id])
+    return summaries.get(schedule_id, RunSummary())
+
+
 async def list_schedules(
     uow: UnitOfWork,
     *,
@@ -221,10 +241,11 @@ async def list_schedules(
         rows = list(
             await uow.schedules.list_page(tenant_id, limit=limit + 1, after=after, filters=filters)
         )
+        items = rows[:limit]
+        summaries = await uow.runs.run_summaries(tenant_id, [s.id for s in items])
     more = len(rows) > limit
-    items = rows[:limit]
     next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more and items else None
-    return Page(items, next_cursor)
+    return Page(items, next_cursor, summaries)
 
 
 async def update_schedule(

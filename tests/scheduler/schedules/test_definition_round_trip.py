@@ -84,6 +84,8 @@ LIFE_COLUMNS = {
     "previous_secret_expires_at",
 }
 LIFE_OUTPUT = {"id", "state", "paused_reason", "next_run_at", "created_at", "updated_at", "version"}
+# Read-side: from the schedule's runs and its breaker count, not from the definition.
+LIFE_OUTPUT |= {"last_run", "next_occurrence_at", "consecutive_failures"}
 
 
 def api_json(definition: ScheduleDefinition) -> dict[str, Any]:

@@ -12,6 +12,21 @@ export async function notificationsPage() {
     h("div", { class: "card" }, h("h2", {}, "Alert contacts"), contacts()));
 }
 
+// An alert names this console's pages by their full URL (CONSOLE_PUBLIC_URL, for the email):
+// those become links to the hash route; every other character stays text.
+function consoleLinks(text) {
+  const prefix = `${location.origin}/#/`;
+  const parts = [];
+  let rest = text;
+  for (let i = rest.indexOf(prefix); i >= 0; i = rest.indexOf(prefix)) {
+    const url = rest.slice(i).match(/^\S+/)[0];
+    parts.push(rest.slice(0, i), h("a", { href: url.slice(location.origin.length + 1) }, url));
+    rest = rest.slice(i + url.length);
+  }
+  parts.push(rest);
+  return parts;
+}
+
 function inbox() {
   const box = h("div", {}, loading("inbox"));
   const load = async () => {
@@ -22,7 +37,7 @@ function inbox() {
       replace(box, h("p", { class: "muted", id: "unread-count" }, `${unread} unread`),
         h("ul", { class: "inbox" }, p.items.map((n) => h("li", { class: n.read ? "read" : "unread" },
           h("div", { class: "row spread" }, h("strong", {}, n.title), timeEl(n.created_at, "UTC")),
-          h("p", { class: "body" }, n.body),
+          h("p", { class: "body" }, consoleLinks(n.body)),
           n.read ? null : h("button", { type: "button", onclick: async () => {
             await post(`/v1/notifications/${encodeURIComponent(n.id)}/read`);
             load();

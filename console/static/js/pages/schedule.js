@@ -1,11 +1,15 @@
-// One schedule: its definition, actions, the next 10 occurrences, the run timeline (aggregated
-// by the API) and its runs with filters.
+// One schedule: its definition, actions, the next 10 occurrences (none while paused), the run
+// timeline (aggregated by the API) and its runs with filters. A schedule its breaker paused
+// leads with why: the failing run, its error and response excerpt, and Resume.
 import { h, option, replace } from "../h.js";
 import { api, get, post, query } from "../api.js";
 import { cronInWords } from "../cron.js";
 import { timeEl } from "../time.js";
 import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
+import { pausedText } from "./schedules.js";
+
+const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
 export async function schedulePage(id) {
   const path = `/v1/schedules/${encodeURIComponent(id)}`;
@@ -28,11 +32,14 @@ export async function schedulePage(id) {
     h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit"));
   const def = definition([
     s.description ? ["Description", s.description] : null,
-    ["State", s.paused_reason ? `${s.state} — ${s.paused_reason}` : s.state],
+    ["State", s.paused_reason ? `${s.state} — ${pausedText(s)}` : s.state],
     ["Schedule", s.cron ? [words ? `${words} — ` : "", h("code", {}, s.cron)] : ["once at ", timeEl(s.run_at, s.timezone)]],
     ["Time zone", s.timezone],
     ["DST policy", s.dst_policy],
-    ["Next run", timeEl(s.next_run_at, s.timezone)],
+    ["Next run", s.state === "paused" ? h("span", { class: "muted" }, "none while paused") : timeEl(s.next_occurrence_at, s.timezone)],
+    ["Last run", s.last_run
+      ? h("span", { class: "last-run" }, badge(s.last_run.status), " ", h("a", { href: runHref(s, s.last_run.id) }, timeEl(s.last_run.scheduled_for, s.timezone)))
+      : h("span", { class: "muted" }, "no finished run yet")],
     ["Action", s.action],
     s.target ? ["Target", h("code", { class: "wrap" }, s.target.url)] : null,
     s.target && s.target.headers && Object.keys(s.target.headers).length ? ["Headers", pre(s.target.headers)] : null,
@@ -44,10 +51,17 @@ export async function schedulePage(id) {
     ["Created", timeEl(s.created_at, s.timezone)],
     ["Updated", timeEl(s.updated_at, s.timezone)],
   ]);
-  return h("section", {}, head, secret, actions(s, path, etag, secret),
+  const act = actions(s, path, etag, secret);
+  const upcoming = s.state === "paused"
+    ? h("div", { class: "card" }, h("h2", {}, "Upcoming occurrences"),
+      empty("None while paused. Resuming plans runs again from its next occurrence."))
+    : h("div", { class: "card" }, h("h2", {}, "Next 10 occurrences"), occurrences(path, s.timezone));
+  return h("section", {}, head, secret,
+    s.state === "paused" && s.paused_reason === "breaker" ? breakerCard(s, act.resume) : null,
+    act.box,
     h("div", { class: "grid" },
       h("div", { class: "card" }, h("h2", {}, "Definition"), def),
-      h("div", { class: "card" }, h("h2", {}, "Next 10 occurrences"), occurrences(path, s.timezone))),
+      upcoming),
     h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path)),
     h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)));
 }
@@ -98,8 +112,33 @@ function actions(s, path, etag, secret) {
     confirmBox.hidden = false;
     confirmBox.querySelector("button").focus();
   } }, "Delete…");
-  return h("div", { class: "actions card" },
-    trigger, s.state === "paused" ? resume : s.state === "active" ? pause : null, rotate, del, confirmBox);
+  // A breaker pause shows Resume in its explanation (breakerCard), not twice.
+  const breaker = s.state === "paused" && s.paused_reason === "breaker";
+  const box = h("div", { class: "actions card" },
+    trigger, s.state === "paused" && !breaker ? resume : s.state === "active" ? pause : null, rotate, del, confirmBox);
+  return { box, resume };
+}
+
+function breakerCard(s, resume) {
+  const n = s.consecutive_failures;
+  const threshold = s.breaker.failure_threshold;
+  const r = s.last_run;
+  const why = n > 1
+    ? `It failed ${n} times in a row, which reached its breaker's threshold (${threshold}), so it was paused and no runs are planned.`
+    : `Its last run failed, and its breaker pauses it after ${threshold} failed run${threshold === 1 ? "" : "s"}, so no runs are planned.`;
+  const failing = r ? definition([
+    ["Failing run", [badge(r.status), " ", h("a", { href: runHref(s, r.id) }, timeEl(r.scheduled_for, s.timezone))]],
+    r.status_code ? ["HTTP status", String(r.status_code)] : null,
+    r.error ? ["Error", h("code", { class: "wrap" }, r.error.message ? `${r.error.kind}: ${r.error.message}` : r.error.kind)] : null,
+    ["Attempts", String(r.attempt_count)],
+    r.response_excerpt ? ["Response", h("pre", { class: "excerpt" }, r.response_excerpt)] : null,
+  ]) : null;
+  resume.classList.add("primary");
+  return h("section", { class: "card breaker", "aria-labelledby": "breaker-title" },
+    h("h2", { id: "breaker-title" }, "Paused by its breaker"),
+    h("p", {}, why),
+    failing,
+    h("p", { class: "row" }, resume, h("span", { class: "muted small" }, "Fix the target first: resuming resets the count and plans runs from the next occurrence.")));
 }
 
 function occurrences(path, zone) {

@@ -1,7 +1,9 @@
 // Schedules: every schedule of the tenant (pages of 100 until the cursor ends), filtered by
-// state and action through the API and by name in the page. Last run and the 7-day bar come
-// from /runs/stats?window=week, fetched only for rows scrolled into view (a few requests at a
-// time), so a thousand schedules cost a thousand rows, not a thousand requests.
+// state and action through the API and by name in the page. Next and last run come with each
+// schedule (`next_occurrence_at`: runs planned ahead count as next; `last_run`: the last
+// finished one). The 7-day bar comes from /runs/stats?window=week, fetched only for rows
+// scrolled into view (a few requests at a time), so a thousand schedules cost a thousand rows,
+// not a thousand requests.
 import { h, option, replace } from "../h.js";
 import { get, query } from "../api.js";
 import { cronInWords } from "../cron.js";
@@ -83,16 +85,28 @@ async function load(body, count, search, filters) {
   document.body.dataset.schedulesReadyAt = String(performance.now());
 }
 
+function lastRun(s) {
+  const r = s.last_run;
+  if (!r) return h("span", { class: "muted" }, "no runs yet");
+  return [badge(r.status), " ",
+    h("a", { href: `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(r.id)}` }, timeEl(r.scheduled_for, s.timezone))];
+}
+
+function nextRun(s) {
+  if (s.state === "paused") return h("span", { class: "muted" }, "paused");
+  return h("span", { class: "next-run" }, timeEl(s.next_occurrence_at, s.timezone));
+}
+
 function row(s) {
   const words = cronInWords(s.cron);
-  const last = h("td", { class: "last-run" }, h("span", { class: "muted" }, "…"));
+  const last = h("td", { class: "last-run" }, lastRun(s));
   const bar = h("td", { class: "week" }, h("span", { class: "muted" }, "…"));
   const tr = h("tr", { dataset: { id: s.id } },
     h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(s.id)}`, class: "name" }, s.name)),
-    h("td", {}, badge(s.state), s.paused_reason ? h("div", { class: "muted small" }, s.paused_reason) : null),
+    h("td", {}, badge(s.state), s.paused_reason ? h("div", { class: "muted small" }, pausedText(s)) : null),
     h("td", {}, s.cron ? [words ? h("div", {}, words) : null, h("code", {}, s.cron)] : h("span", {}, "once")),
     h("td", {}, s.timezone),
-    h("td", {}, timeEl(s.next_run_at, s.timezone)),
+    h("td", {}, nextRun(s)),
     last, bar);
   return { tr, s, last, bar, name: s.name.toLowerCase() };
 }
@@ -107,7 +121,7 @@ function observeStats(rows) {
       active++;
       get(`/v1/schedules/${encodeURIComponent(r.s.id)}/runs/stats?window=week`)
         .then((st) => fill(r, st))
-        .catch(() => replace(r.last, h("span", { class: "muted" }, "unavailable")))
+        .catch(() => replace(r.bar, h("span", { class: "muted" }, "unavailable")))
         .finally(() => { active--; pump(); });
     }
   };
@@ -123,8 +137,12 @@ function observeStats(rows) {
 }
 
 function fill(r, st) {
-  replace(r.last, st.last_run
-    ? h("a", { href: `#/schedules/${encodeURIComponent(r.s.id)}/runs/${encodeURIComponent(st.last_run.id)}` }, badge(st.last_run.status))
-    : h("span", { class: "muted" }, "no runs yet"));
   replace(r.bar, stats.weekBar(st));
+}
+
+// The breaker's pause says what tripped it; a tenant's own reason is shown as given.
+export function pausedText(s) {
+  if (s.paused_reason !== "breaker") return s.paused_reason;
+  const n = s.consecutive_failures;
+  return n > 1 ? `breaker: ${n} failed runs in a row` : "breaker: its run failed";
 }

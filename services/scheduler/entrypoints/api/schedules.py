@@ -39,6 +39,7 @@ from scheduler.entrypoints.api.schemas import (
 )
 from scheduler.service_layer import schedules as svc
 from scheduler.service_layer.errors import InvalidInput, VersionMismatch
+from scheduler.service_layer.run_ports import RunSummary
 from scheduler.service_layer.unit_of_work import ListFilter
 from servicekit.text import NO_CONTROL_CHARS
 from webhookdeliver import InvalidTargetURL, validate_target_url
@@ -61,7 +62,8 @@ IdPath = Annotated[
 IfMatch = Annotated[str | None, Header(alias="If-Match", max_length=100)]
 
 
-def to_out(s: Schedule) -> dict[str, Any]:
+def to_out(s: Schedule, runs: RunSummary | None = None) -> dict[str, Any]:
+    runs = runs or RunSummary()
     return {
         "id": s.id,
         **definition_out(s.definition),
@@ -71,15 +73,53 @@ def to_out(s: Schedule) -> dict[str, Any]:
         "created_at": _utc(s.created_at),
         "updated_at": _utc(s.updated_at),
         "version": s.version,
+        "last_run": _last_run(runs),
+        "next_occurrence_at": _next_occurrence(s, runs),
+        "consecutive_failures": s.consecutive_failures,
     }
+
+
+def _last_run(runs: RunSummary) -> dict[str, Any] | None:
+    run, attempt = runs.last_finished, runs.last_attempt
+    if run is None:
+        return None
+    error = None
+    if attempt is not None and attempt.error_kind is not None:
+        error = {"kind": attempt.error_kind, "message": attempt.error_message}
+    return {
+        "id": run.id,
+        "scheduled_for": _utc(run.scheduled_for),
+        "trigger": run.trigger,
+        "status": run.status,
+        "finished_at": _utc(run.finished_at),
+        "attempt_count": run.attempt_count,
+        "status_code": None if attempt is None else attempt.status_code,
+        "error": error,
+        "response_excerpt": None if attempt is None else attempt.response_excerpt,
+    }
+
+
+def _next_occurrence(s: Schedule, runs: RunSummary) -> datetime | None:
+    """Runs planned ahead come before next_run_at (the next occurrence not yet planned). A
+    paused schedule runs nothing: its planned runs are skipped when they come due."""
+    if s.state is ScheduleState.PAUSED:
+        return None
+    candidates = [t for t in (runs.next_planned_at, s.next_run_at) if t is not None]
+    return _utc(min(candidates)) if candidates else None
 
 
 def _utc(dt: datetime | None) -> datetime | None:
     return None if dt is None else dt.astimezone(UTC)
 
 
-def _out(s: Schedule) -> ScheduleOut:
-    return ScheduleOut.model_validate(to_out(s))
+def _out(s: Schedule, runs: RunSummary | None = None) -> ScheduleOut:
+    return ScheduleOut.model_validate(to_out(s, runs))
+
+
+async def _out_read(ctx: ApiContext, s: Schedule) -> ScheduleOut:
+    """A write's answer with the schedule's runs as they stand after it."""
+    runs = await svc.run_summary(ctx.uow_factory(), tenant_id=s.tenant_id, schedule_id=s.id)
+    return _out(s, runs)
 
 
 def etag(s: Schedule) -> str:
@@ -166,7 +206,9 @@ async def create_schedule(
         response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     _with_etag(response, created.schedule)
-    return ScheduleWithSecret(**_out(created.schedule).model_dump(), secret=created.secret)
+    # A replay answers for a schedule that may have run since.
+    out = await _out_read(ctx, created.schedule) if created.replayed else _out(created.schedule)
+    return ScheduleWithSecret(**out.model_dump(), secret=created.secret)
 
 
 @router.get(
@@ -191,7 +233,9 @@ async def list_schedules(
         cursor=cursor,
         filters=ListFilter(state=state, action=action),
     )
-    return ScheduleList(items=[_out(s) for s in page.items], next_cursor=page.next_cursor)
+    return ScheduleList(
+        items=[_out(s, page.runs.get(s.id)) for s in page.items], next_cursor=page.next_cursor
+    )
 
 
 @router.get("/{schedule_id}", response_model=ScheduleOut)
@@ -199,11 +243,11 @@ async def get_schedule(
     request: Request, response: Response, schedule_id: IdPath, principal: Principal = require(READ)
 ) -> ScheduleOut:
     ctx = context_of(request)
-    s = await svc.get_schedule(
+    s, runs = await svc.get_schedule_with_runs(
         ctx.uow_factory(), tenant_id=principal.tenant_id, schedule_id=schedule_id
     )
     _with_etag(response, s)
-    return _out(s)
+    return _out(s, runs)
 
 
 @router.patch(
@@ -232,7 +276,7 @@ async def patch_schedule(
         limits=ctx.limits_for(principal.tenant_id),
     )
     _with_etag(response, s)
-    return _out(s)
+    return await _out_read(ctx, s)
 
 
 @router.delete(
@@ -278,7 +322,7 @@ async def pause_schedule(
         clock=ctx.clock,
     )
     _with_etag(response, s)
-    return _out(s)
+    return await _out_read(ctx, s)
 
 
 @router.post("/{schedule_id}/resume", response_model=ScheduleOut, responses=problem_responses(412))
@@ -299,7 +343,7 @@ async def resume_schedule(
         limits=ctx.limits_for(principal.tenant_id),
     )
     _with_etag(response, s)
-    return _out(s)
+    return await _out_read(ctx, s)
 
 
 @router.post("/{schedule_id}/secret/rotate", response_model=ScheduleWithSecret)
@@ -319,7 +363,7 @@ async def rotate_secret(
         grace=ctx.rotation_grace,
     )
     _with_etag(response, s)
-    return ScheduleWithSecret(**_out(s).model_dump(), secret=secret)
+    return ScheduleWithSecret(**(await _out_read(ctx, s)).model_dump(), secret=secret)
 
 
 @router.get("/{schedule_id}/occurrences", response_model=OccurrencesOut)

@@ -288,6 +288,28 @@ class BreakerOut(BaseModel):
     failure_threshold: int
 
 
+class RunErrorOut(BaseModel):
+    kind: str
+    message: str | None
+
+
+class LastRunOut(BaseModel):
+    """The schedule's last finished run: the newest (by scheduled_for) that succeeded or failed.
+    Runs planned ahead (pending) are not finished; skipped runs never reached the target."""
+
+    id: str
+    scheduled_for: UtcTimestamp
+    trigger: str
+    status: str = Field(description="succeeded or failed")
+    finished_at: UtcTimestamp | None
+    attempt_count: int
+    status_code: int | None = Field(description="its last attempt's HTTP status, if any")
+    error: RunErrorOut | None = Field(description="its last attempt's error, if any")
+    response_excerpt: str | None = Field(
+        description="the start of the receiver's answer to its last attempt (at most 1 KiB)"
+    )
+
+
 class ScheduleOut(BaseModel):
     id: str
     name: str
@@ -309,10 +331,23 @@ class ScheduleOut(BaseModel):
     breaker: BreakerOut
     state: ScheduleState
     paused_reason: str | None
-    next_run_at: UtcTimestamp | None
+    next_run_at: UtcTimestamp | None = Field(
+        description="the next occurrence not yet planned (runs are planned ahead of time, so "
+        "the next to run may be earlier: see next_occurrence_at)"
+    )
     created_at: UtcTimestamp
     updated_at: UtcTimestamp
     version: int
+    last_run: LastRunOut | None = Field(
+        description="the last finished run (succeeded or failed); null before the first"
+    )
+    next_occurrence_at: UtcTimestamp | None = Field(
+        description="the next occurrence that has not run yet: the earliest run planned ahead "
+        "and not yet attempted, else next_run_at; null while paused and when none is left"
+    )
+    consecutive_failures: int = Field(
+        description="failed runs in a row (the breaker pauses at breaker.failure_threshold)"
+    )
 
 
 class ScheduleWithSecret(ScheduleOut):

@@ -11,10 +11,13 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from scheduler.adapters.db.runs.base import RunSql
-from scheduler.adapters.db.runs.rows import row_to_run
+from scheduler.adapters.db.runs.rows import as_datetime, row_to_run
 from scheduler.adapters.db.tables import FAILED_SQL, delivery_attempts, runs, schedules
 from scheduler.domain.run import Attempt, Run, RunStatus
-from scheduler.service_layer.run_ports import RunPageFilter
+from scheduler.service_layer.run_ports import RunPageFilter, RunSummary
+
+# A run that says how the target answered: skipped runs never reached it.
+FINISHED_SQL = "status IN ('succeeded', 'failed')"
 
 
 class RunReads(RunSql):
@@ -113,6 +116,78 @@ class RunReads(RunSql):
         )
         row = (await self.conn.execute(q)).first()
         return None if row is None else row_to_run(row)
+
+    async def run_summaries(
+        self, tenant_id: str, schedule_ids: Sequence[str]
+    ) -> dict[str, RunSummary]:
+        ids = sorted(set(schedule_ids))
+        if not ids:
+            return {}
+        # Two correlated subqueries per schedule of the page, each a short index walk: the last
+        # finished run newest first off ix_runs_schedule_history (it passes over the few runs
+        # planned ahead), the next planned run off ix_runs_schedule_unfinished (its predicate
+        # repeated as a literal, so PostgreSQL proves the partial index applies).
+        last = runs.alias("lf")
+        last_id = (
+            sa.select(last.c.id)
+            .where(last.c.schedule_id == schedules.c.id)
+            .where(last.c.tenant_id == tenant_id)
+            .where(sa.text(f"lf.{FINISHED_SQL}"))
+            .order_by(last.c.scheduled_for.desc(), last.c.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        ahead = runs.alias("np")
+        next_at = (
+            sa.select(sa.func.min(ahead.c.scheduled_for))
+            .where(ahead.c.schedule_id == schedules.c.id)
+            .where(ahead.c.tenant_id == tenant_id)
+            .where(
+                sa.text(
+                    "np.status IN ('pending', 'in_progress', 'retrying') "
+                    "AND np.trigger <> 'backfill' "
+                    "AND np.status = 'pending' AND np.trigger = 'schedule' "
+                    "AND np.attempt_count = 0"
+                )
+            )
+            .scalar_subquery()
+        )
+        q = (
+            sa.select(schedules.c.id, last_id.label("last_id"), next_at.label("next_at"))
+            .where(schedules.c.tenant_id == tenant_id)
+            .where(self._in(schedules.c.id, ids))
+        )
+        heads = {str(sid): (lid, as_datetime(at)) for sid, lid, at in await self.conn.execute(q)}
+        run_ids = sorted({lid for lid, _ in heads.values() if lid is not None})
+        finished: dict[str, Run] = {}
+        attempts: dict[str, Attempt] = {}
+        if run_ids:
+            rq = sa.select(runs).where(self._in(runs.c.id, run_ids))
+            finished = {r.id: r for r in map(row_to_run, await self.conn.execute(rq))}
+            d2 = delivery_attempts.alias("d2")
+            newest = (
+                sa.select(sa.func.max(d2.c.number))
+                .where(d2.c.run_id == delivery_attempts.c.run_id)
+                .scalar_subquery()
+            )
+            aq = (
+                sa.select(delivery_attempts)
+                .where(self._in(delivery_attempts.c.run_id, run_ids))
+                .where(delivery_attempts.c.number == newest)
+            )
+            attempts = {
+                a.run_id: a
+                for a in (Attempt(**dict(r._mapping)) for r in await self.conn.execute(aq))
+            }
+        out: dict[str, RunSummary] = {}
+        for sid, (lid, at) in heads.items():
+            run = finished.get(lid) if lid is not None else None
+            out[sid] = RunSummary(
+                last_finished=run,
+                last_attempt=None if run is None else attempts.get(run.id),
+                next_planned_at=at,
+            )
+        return out
 
     def _utc_bucket(self, bucket: Literal["hour", "day"]) -> sa.ColumnElement[str]:
         """The same text key on both dialects: SQLite stores UTC text (types.py), whose prefix
