@@ -192,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(service="embedded")
     # The local demo may target webhooks on this machine (DESIGN §3); production never does.
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+    # Here the terminal's news is each run's outcome; `serve` logs it at debug level.
+    os.environ.setdefault("SCHEDULER_LOG_RUNS", "true")
     bus = InProcessBus()
     built = build(dev=True, bus=bus)
     if isinstance(built, str):
