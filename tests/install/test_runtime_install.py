@@ -2,8 +2,8 @@
 analytics engines: over 1 GB) comes with `make test` / `lint` / `bench`.
 
 Checked without building a venv (slow and networky on every run): the runtime dependency
-closure of the installed `scheduler-platform`, followed through the installed distributions'
-metadata, holds no package of the dev extra; and `make -n run` installs without it.
+closure of pyproject's `dependencies`, followed through the installed distributions' metadata,
+holds no package of the dev extra; and `make -n run` installs without it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.markers import default_environment
@@ -21,21 +22,28 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = "scheduler-platform"
+
+
+def _project() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project
 
 
 def dev_extra() -> set[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["dev"]}
+    return {
+        canonicalize_name(Requirement(r).name) for r in _project()["optional-dependencies"]["dev"]
+    }
 
 
 def runtime_closure() -> set[str]:
-    """Names reachable from the project's requirements without its extras (the requested
-    extras of dependencies, such as `sqlalchemy[asyncio]`, are followed)."""
+    """Names reachable from pyproject's `dependencies` (no extra of ours) through the installed
+    distributions' metadata; the extras a requirement asks for (`sqlalchemy[asyncio]`) are
+    followed."""
     seen: set[str] = set()
-    todo: list[tuple[str, frozenset[str]]] = [(PROJECT, frozenset())]
-    while todo:
-        name, extras = todo.pop()
+    todo = [_wanted(Requirement(line), frozenset()) for line in _project()["dependencies"]]
+    pending = [t for t in todo if t is not None]
+    while pending:
+        name, extras = pending.pop()
         key = f"{canonicalize_name(name)}[{','.join(sorted(extras))}]"
         if key in seen:
             continue
@@ -45,14 +53,19 @@ def runtime_closure() -> set[str]:
         except metadata.PackageNotFoundError:
             continue  # an optional dependency of a dependency that this venv does not have
         for line in dist.requires or []:
-            req = Requirement(line)
-            wanted = req.marker is None or any(
-                req.marker.evaluate({**default_environment(), "extra": extra})
-                for extra in (extras or {""})
-            )
-            if wanted:
-                todo.append((req.name, frozenset(req.extras)))
-    return {key.split("[")[0] for key in seen} - {PROJECT}
+            wanted = _wanted(Requirement(line), extras)
+            if wanted is not None:
+                pending.append(wanted)
+    return {key.split("[")[0] for key in seen}
+
+
+def _wanted(req: Requirement, extras: frozenset[str]) -> tuple[str, frozenset[str]] | None:
+    """The requirement when this platform and the extras asked of its dependent select it."""
+    if req.marker is not None and not any(
+        req.marker.evaluate({**default_environment(), "extra": extra}) for extra in (extras or {""})
+    ):
+        return None
+    return req.name, frozenset(req.extras)
 
 
 def test_runtime_closure_has_no_dev_package() -> None:
