@@ -194,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
     # Alerts link the console this process serves (the gateway's origin).
     os.environ.setdefault("CONSOLE_PUBLIC_URL", f"http://{HOST}:{args.console_port}")
+    # Here the terminal's news is each run's outcome; `serve` logs it at debug level.
+    os.environ.setdefault("SCHEDULER_LOG_RUNS", "true")
     bus = InProcessBus()
     built = build(dev=True, bus=bus)
     if isinstance(built, str):

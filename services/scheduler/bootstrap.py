@@ -54,6 +54,7 @@ from scheduler.service_layer.retention import (
     RetentionReport,
     prune_once,
 )
+from scheduler.service_layer.run_log import RunLog
 from scheduler.service_layer.run_ports import TenantStatus
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
@@ -271,6 +272,7 @@ def build_workers(
         settings=d,
         tenants=tenants,
         observer=observer,
+        run_log=RunLog(verbose=settings.log_runs),
         max_lease_expiries=settings.max_lease_expiries,
     )
     planner = PlannerWorker(

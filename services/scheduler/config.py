@@ -87,6 +87,11 @@ class SchedulerSettings(ServiceSettings):
         description="A run whose lease expired this often (each a `worker_lost` attempt) fails "
         "`worker_lost` instead of being attempted again.",
     )
+    log_runs: bool = Field(
+        False,
+        description="One log line per finished run or attempt at info level (else debug): "
+        "`make run` turns it on; a busy worker settles thousands of runs a minute.",
+    )
     planner_lookahead_seconds: int = Field(
         int(DEFAULT_LOOKAHEAD.total_seconds()),
         ge=1,

@@ -175,6 +175,7 @@ async def test_breaker_pause_reaches_inbox_mail_and_subscriber(
         # Run now rather than wait for the minute.
         r = await http.post(f"{embedded.scheduler}/v1/schedules/{schedule_id}/trigger")
         assert r.status_code == 202, r.text
+        run_id = r.json()["id"]
 
         async def paused() -> dict[str, Any] | None:
             body = (await http.get(f"{embedded.scheduler}/v1/schedules/{schedule_id}")).json()
@@ -216,9 +217,90 @@ async def test_breaker_pause_reaches_inbox_mail_and_subscriber(
         assert envelope["schedule_id"] == schedule_id
         assert envelope["tenant_id"] == "dev-tenant"
 
+        # The terminal tells the same story: the failed run, the pause, the alert, one line each.
+        runs = await eventually(
+            lambda: _settled(_log_lines(embedded.proc, "scheduler.runs"), 2), deadline, "log"
+        )
+        # (A planned run of the next minute may add a line of its own: only this run's counts.)
+        failed = [line for line in runs if line["event"].startswith("run ")]
+        failed = [line for line in failed if line["run_id"] == run_id]
+        assert len(failed) == 1, runs
+        assert failed[0]["event"] == "run failed"
+        assert failed[0]["level"] == "info"
+        assert (failed[0]["schedule"], failed[0]["attempt"]) == ("flaky-report", 1)
+        assert failed[0]["status_code"] == 500
+        pauses = [line for line in runs if line["event"] == "schedule paused by the breaker"]
+        assert [(p["schedule"], p["schedule_id"]) for p in pauses] == [
+            ("flaky-report", schedule_id)
+        ]
+        alerts = [
+            line
+            for line in _log_lines(embedded.proc, "notification.service_layer.alerting")
+            if line["event"] == "alert schedule_auto_paused"
+        ]
+        assert len(alerts) == 1, alerts
+        assert alerts[0]["schedule_id"] == schedule_id
+        assert alerts[0]["emails"] == 1
+        _no_secret_after_banner(embedded, [subscription_secret])
+
     # SIGTERM stops both services cleanly.
     embedded.proc.terminate()
     assert await embedded.proc.wait(STOP_SECONDS) == 0
+
+
+def _log_lines(proc: ServiceProcess, logger: str) -> list[dict[str, Any]]:
+    """The child's JSON log records (its stderr is not a terminal) of `logger`."""
+    records = []
+    for line in proc.output(tail=10_000_000).splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("logger") == logger:
+                    records.append(record)
+    return records
+
+
+async def _settled(lines: list[dict[str, Any]], at_least: int) -> list[dict[str, Any]] | None:
+    return lines if len(lines) >= at_least else None
+
+
+def _no_secret_after_banner(embedded: Embedded, secrets: list[str]) -> None:
+    """The log never carries the dev token (the banner prints it, on purpose) nor a secret."""
+    out = embedded.proc.output(tail=10_000_000)
+    logged = out[out.index("export TOKEN=") :].split("\n", 1)[1]
+    for secret in [embedded.token, *secrets]:
+        assert secret not in logged
+
+
+async def test_each_finished_run_is_one_log_line(embedded: Embedded) -> None:
+    """`make run` logs every run's outcome: three triggered runs, three lines, in the order the
+    runs finished, naming schedule, run, outcome and attempt."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    headers = {"Authorization": f"Bearer {embedded.token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=10) as http:
+        r = await http.post(
+            f"{embedded.scheduler}/v1/schedules/",
+            json={"name": "hello", "cron": "0 0 1 1 *", "timezone": "UTC", "action": "event"},
+        )
+        assert r.status_code == 201, r.text
+        schedule_id = r.json()["id"]
+        run_ids = []
+        for _ in range(3):
+            r = await http.post(f"{embedded.scheduler}/v1/schedules/{schedule_id}/trigger")
+            assert r.status_code == 202, r.text
+            run_ids.append(r.json()["id"])
+
+        async def three() -> list[dict[str, Any]] | None:
+            lines = _log_lines(embedded.proc, "scheduler.runs")
+            return lines if len(lines) >= 3 else None
+
+        lines = await eventually(three, deadline, "three run lines")
+    assert sorted(line["run_id"] for line in lines) == sorted(run_ids)
+    for line in lines:
+        assert line["event"] == "run succeeded"
+        assert (line["schedule"], line["schedule_id"]) == ("hello", schedule_id)
+        assert (line["outcome"], line["attempt"], line["level"]) == ("succeeded", 1, "info")
+    _no_secret_after_banner(embedded, [])
 
 
 _ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']""")

@@ -4,6 +4,10 @@
 // once, kept in sessionStorage (this tab only; never localStorage) and removed from the address
 // bar. Without a token no Authorization header is sent: a gateway that signs users in itself
 // adds it to every request.
+//
+// A token the API refuses (401) is forgotten at once, so the tab is signed out, and the API's
+// reason (its problem detail: malformed, bad signature, expired, ...) waits in `refusal` for the
+// sign-in page to show.
 
 const TOKEN_KEY = "console.token";
 
@@ -21,6 +25,15 @@ export function setToken(token) {
 
 export function hasToken() {
   return sessionStorage.getItem(TOKEN_KEY) !== null;
+}
+
+const refusal = { reason: null };
+
+// Why the API refused the last token this tab sent, once; null when none was refused since.
+export function takeRefusal() {
+  const reason = refusal.reason;
+  refusal.reason = null;
+  return reason;
 }
 
 export class ApiError extends Error {
@@ -77,7 +90,14 @@ export async function api(method, path, { body, headers = {}, signal } = {}) {
   if (type.includes("json")) data = await response.json().catch(() => null);
   if (!response.ok) {
     const error = new ApiError(response.status, data);
-    if (response.status === 401) window.dispatchEvent(new CustomEvent("console:unauthorized"));
+    if (response.status === 401) {
+      // Only the token this request carried (a newer one may have been entered meanwhile).
+      if (token && sessionStorage.getItem(TOKEN_KEY) === token) {
+        setToken(null);
+        refusal.reason = (data && typeof data.detail === "string" && data.detail) || "the API answered 401";
+      }
+      window.dispatchEvent(new CustomEvent("console:unauthorized"));
+    }
     throw error;
   }
   return { data, response };

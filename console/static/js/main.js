@@ -2,7 +2,7 @@
 import { h, replace } from "./h.js";
 import { route } from "./router.js";
 import { flash, handoff } from "./ui.js";
-import { get, hasToken, setToken, takeTokenFromFragment } from "./api.js";
+import { get, hasToken, setToken, takeRefusal, takeTokenFromFragment } from "./api.js";
 import { schedulesPage } from "./pages/schedules.js";
 import { schedulePage } from "./pages/schedule.js";
 import { runPage } from "./pages/run.js";
@@ -49,21 +49,49 @@ async function render() {
   replace(main, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/schedules" }, "Back to schedules")));
 }
 
+// A typed token is tried against the API before leaving the page: a refused one stays here with
+// the API's reason (and is already forgotten: api.js), as does a link's token refused later.
 function signInPage() {
+  const refused = h("div", { id: "sign-in-error" });
+  const showRefusal = () => {
+    const reason = takeRefusal();
+    replace(refused, reason
+      ? h("div", { class: "error-box", role: "alert" }, `That token was refused: ${reason}. Paste a valid one.`)
+      : null);
+    if (reason) input.setAttribute("aria-describedby", "sign-in-error");
+    else input.removeAttribute("aria-describedby");
+    document.getElementById("sign-out").hidden = !hasToken();
+  };
   const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const submit = h("button", { type: "submit", class: "primary" }, "Sign in");
   const form = h("form", {
     class: "card form",
-    onsubmit: (e) => {
+    onsubmit: async (e) => {
       e.preventDefault();
       setToken(input.value.trim());
+      submit.disabled = true;
+      try {
+        await get("/v1/schedules/?limit=1");
+      } catch (err) {
+        if (err.status === 401) {
+          showRefusal();
+          input.value = "";
+          input.focus();
+          return;
+        }
+        // Anything else (a missing scope, an outage) is the schedules page's to show.
+      } finally {
+        submit.disabled = false;
+      }
       location.hash = "#/schedules";
     },
   },
   h("label", { for: "token" }, "Bearer token"),
   input,
   h("p", { class: "hint" }, "Kept for this tab only (sessionStorage). `make run` prints a link that signs in for you."),
-  h("button", { type: "submit", class: "primary" }, "Sign in"));
-  return h("section", {}, h("h1", {}, "Sign in"), form);
+  submit);
+  showRefusal();
+  return h("section", {}, h("h1", {}, "Sign in"), refused, form);
 }
 
 async function refreshUnread() {
@@ -79,6 +107,7 @@ async function refreshUnread() {
 }
 
 window.addEventListener("console:unauthorized", () => {
+  document.getElementById("sign-out").hidden = !hasToken();
   if (route().path !== "/sign-in") location.hash = "#/sign-in";
 });
 window.addEventListener("hashchange", render);

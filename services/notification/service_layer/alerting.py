@@ -61,9 +61,23 @@ class AlertService:
                 )
             else:
                 log.info("no alert contacts; email skipped", extra={"tenant": request.tenant_id})
-        return await self.store.record_alert(
+        recorded = await self.store.record_alert(
             request.id, request.tenant_id, request.template, notification, email, now
         )
+        if recorded:
+            # One line per alert (not per redelivered request): who, what, where it went; the
+            # addresses and the rendered text stay out of the log.
+            log.info(
+                "alert %s",
+                request.template,
+                extra={
+                    "tenant": request.tenant_id,
+                    "schedule_id": request.data.get("schedule_id"),
+                    "in_app": notification is not None,
+                    "emails": 0 if email is None else len(email.recipients),
+                },
+            )
+        return recorded
 
     async def endpoint_disabled(self, sub: SubscriptionRecord) -> None:
         now = self.clock()

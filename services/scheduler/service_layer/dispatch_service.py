@@ -35,6 +35,7 @@ from scheduler.domain.claiming import (
 )
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES, AttemptOutcome, Run, Trigger
+from scheduler.service_layer.run_log import RunLog
 from scheduler.service_layer.run_ports import (
     ActionPerformer,
     DeliverySpec,
@@ -124,6 +125,7 @@ class RunLeases:
         *,
         tenants: TenantStatus,
         observer: DispatchObserver,
+        run_log: RunLog | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
     ) -> None:
         self.uows = uows
@@ -131,6 +133,7 @@ class RunLeases:
         self.clock = clock
         self.tenants = tenants
         self.observer = observer
+        self.run_log = run_log or RunLog()
         self.max_lease_expiries = max_lease_expiries
 
     async def acquire(
@@ -174,7 +177,8 @@ class RunLeases:
             c.conclude(owner, now)
             if c.lost is not None:
                 self._report_lost(c)
-            done = Completion.of(run, owner, wakes_waiting=c.wakes_waiting)
+            name = None if c.spec is None else c.spec.name
+            done = Completion.of(run, owner, wakes_waiting=c.wakes_waiting, schedule_name=name)
             leases.append(Lease.decided(run.id, c, done))
         return leases
 
@@ -192,11 +196,14 @@ class RunLeases:
         )
 
     async def write(self, completions: Sequence[Completion]) -> list[str]:
-        report = await settle_completions(self.uows, completions, self.clock())
+        now = self.clock()
+        report = await settle_completions(self.uows, completions, now)
+        self.run_log.settled(completions, report.lost, now)
         if report.paused:
             tenant_of = {c.run.schedule_id: c.run.tenant_id for c in completions}
             for schedule_id in report.paused:
                 self.observer.breaker_tripped(tenant_of[schedule_id])
+            self.run_log.paused(completions, report.paused)
         return report.lost
 
     async def extend(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
@@ -231,6 +238,7 @@ class RunDispatcher:
         worker_id: str | None = None,
         tenants: TenantStatus | None = None,
         observer: DispatchObserver | None = None,
+        run_log: RunLog | None = None,
         rng: random.Random | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
     ) -> None:
@@ -246,6 +254,7 @@ class RunDispatcher:
             clock,
             tenants=tenants or NeverSuspended(),
             observer=self.observer,
+            run_log=run_log,
             max_lease_expiries=max_lease_expiries,
         )
         self.pipeline: LeasedPipeline[ClaimedRun[DeliverySpec], Completion] = LeasedPipeline(
@@ -272,7 +281,9 @@ class RunDispatcher:
         delay = retry_delay(run, spec, outcome, now, self.rng)
         run.record_attempt(owner, outcome, now, delay, claimed.facts)
         self.observer.attempt(_outcome_label(outcome))
-        return Completion.of(run, owner, extra, wakes_waiting=claimed.wakes_waiting)
+        return Completion.of(
+            run, owner, extra, wakes_waiting=claimed.wakes_waiting, schedule_name=spec.name
+        )
 
     async def _perform(
         self, run: Run, spec: DeliverySpec

@@ -97,6 +97,8 @@ class Completion:
     wakes_waiting: bool = False
     """Once terminal, the run makes its schedule's waiting run due (buffer_one; the claim's
     decision, domain/claiming.py)."""
+    schedule_name: str | None = None
+    """For the settle's log line (absent when the claim found no schedule)."""
 
     @classmethod
     def of(
@@ -106,9 +108,15 @@ class Completion:
         extra_events: Sequence[DomainEvent] = (),
         *,
         wakes_waiting: bool = False,
+        schedule_name: str | None = None,
     ) -> Completion:
         completion = cls(
-            run, owner, list(run.new_attempts), [*run.events, *extra_events], wakes_waiting
+            run,
+            owner,
+            list(run.new_attempts),
+            [*run.events, *extra_events],
+            wakes_waiting,
+            schedule_name,
         )
         run.new_attempts.clear()
         run.events.clear()
