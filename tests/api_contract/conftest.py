@@ -1,5 +1,5 @@
 """Both services served by uvicorn on loopback, each on a fresh PostgreSQL database, with one
-HS256 key: a token with every scope works against both, like `scheduler token` in the README.
+HS256 key: a token with every scope works against both, like `scheduler token` (docs/operations.md).
 
 Each server runs in a thread with its own event loop (the asyncpg pool lives in that loop); the
 tests talk to it over real HTTP. Module-scoped: one pair of servers per test module.

@@ -1,7 +1,7 @@
-"""The README's guide to verifying signatures is code tenants copy: both of its receivers, taken
-from README.md as written, accept a real delivery of our Deliverer and refuse a wrong secret, a
-changed body and a timestamp more than 5 minutes away (either way). A README edit that breaks
-either fails here."""
+"""The tenant guide's section on verifying signatures is code tenants copy: both of its receivers,
+taken from docs/tenant-guide.md as written, accept a real delivery of our Deliverer and refuse a
+wrong secret, a changed body and a timestamp more than 5 minutes away (either way). An edit of
+the guide that breaks either fails here."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from aiohttp import web
 import webhookdeliver as wd
 from tests.support.http import Recorded, recording_receiver, serve_on_loopback
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "tenant-guide.md"
 NEW, OLD, OTHER = (wd.generate_secret() for _ in range(3))
 AWAY_SECONDS = 301  # the guide refuses timestamps more than 5 minutes away, either way
 
 
 def readme_block(marker: str) -> dict[str, Any]:
-    """The one ```python block of the README that contains `marker`, executed."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    """The one ```python block of the tenant guide that contains `marker`, executed."""
+    blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
     found = [b for b in blocks if marker in b]
-    assert len(found) == 1, f"expected one README python block with {marker!r}, got {len(found)}"
+    assert len(found) == 1, f"expected one guide python block with {marker!r}, got {len(found)}"
     namespace: dict[str, Any] = {}
-    exec(compile(found[0], str(README), "exec"), namespace)
+    exec(compile(found[0], str(GUIDE), "exec"), namespace)
     return namespace
 
 

@@ -22,7 +22,7 @@ DESIGN_ROUTES = {
     ("get", "/v1/schedules/-/runs"),
     ("post", "/v1/schedules/preview"),
     ("post", "/v1/schedules/{schedule_id}/backfill"),
-    # Beyond §5 (README, deviations): the console's run timeline, aggregated by the API.
+    # Beyond §5 (docs/architecture.md, deviations): the console's run timeline, counted by the API.
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
 }
 
