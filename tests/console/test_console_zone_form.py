@@ -108,6 +108,11 @@ async def test_form_sets_start_end_max_runs_jitter_and_one_shot(
     await page.get_by_label("Start (optional)").fill("2027-01-10T08:00")
     await page.get_by_label("End (optional)").fill("2027-02-10T08:00")
     await page.get_by_label("Max runs (optional)").fill("3")
+    # An end before the start: the API's 422 names end_at, shown at End.
+    await page.get_by_label("End (optional)").fill("2027-01-01T08:00")
+    await expect(page.locator("#f-end-error")).to_contain_text("after start_at")
+    await page.get_by_label("End (optional)").fill("2027-02-10T08:00")
+    await expect(page.locator("#f-end-error")).to_be_hidden()
     await expect(page.locator("#f-start-zone")).to_have_text("In America/New_York (EST)")
     await expect(page.locator("#preview li")).to_have_count(3)
     await expect(page.locator("#preview li time").first).to_have_text("Jan 10, 2027, 09:00:00 EST")
@@ -135,6 +140,8 @@ async def test_form_sets_start_end_max_runs_jitter_and_one_shot(
     await expect(page.locator("#preview li time")).to_have_text("Jul 04, 2027, 10:00:00 EDT")
     await page.get_by_role("button", name="Create schedule").click()
     await expect(page.get_by_role("heading", name="once")).to_be_visible()
+    await expect(page.locator(".occurrences time")).to_have_text("Jul 04, 2027, 10:00:00 EDT")
+    await shoot(page, "schedule-once-edt")
     sid = page.url.rsplit("/", 1)[-1]
     async with console.api() as api:
         s = (await api.get(f"/v1/schedules/{sid}")).json()
