@@ -280,10 +280,11 @@ class RunRepository(Protocol):
         *,
         start: datetime,
         end: datetime,
-        bucket: Literal["hour", "day"],
+        bucket: Literal["hour", "day", "minute"],
     ) -> list[tuple[str, str, int]]:
-        """(UTC bucket key `YYYY-MM-DD` or `YYYY-MM-DDTHH`, status, count) of the schedule's runs
-        with start <= scheduled_for < end: one GROUP BY over ix_runs_schedule_history."""
+        """(UTC bucket key `YYYY-MM-DD`, `YYYY-MM-DDTHH` or `YYYY-MM-DDTHH:MM`, status, count) of
+        the schedule's runs with start <= scheduled_for < end: one GROUP BY over
+        ix_runs_schedule_history."""
         ...
 
     async def last_run(self, tenant_id: str, schedule_id: str) -> Run | None:

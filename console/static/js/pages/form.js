@@ -4,9 +4,14 @@
 import { h, option, replace } from "../h.js";
 import { api, post } from "../api.js";
 import { errorBox, handoff, loading } from "../ui.js";
+import { instantToWall, wallToInstant, zoneAbbr } from "../time.js";
 import { occurrenceList } from "./schedule.js";
 
 const PREVIEW_DELAY_MS = 250;
+// The API's bounds (domain/policies.py MAX_ATTEMPTS_RANGE, domain/timing.py MAX_JITTER_SECONDS);
+// tests/console/test_console_form_fields.py compares them with its OpenAPI document.
+export const MAX_ATTEMPTS = 50;
+export const MAX_JITTER_SECONDS = 3600;
 
 // API field path -> form control id.
 const FIELDS = {
@@ -14,7 +19,8 @@ const FIELDS = {
   "target.timeout_seconds": "f-timeout", "target.headers": "f-headers", payload: "f-payload",
   cron: "f-cron", timezone: "f-timezone", dst_policy: "f-dst", "retry_policy.max_attempts": "f-attempts",
   "retry_policy.initial_backoff_seconds": "f-backoff", "breaker.failure_threshold": "f-threshold",
-  misfire_policy: "f-misfire", overlap_policy: "f-overlap",
+  misfire_policy: "f-misfire", overlap_policy: "f-overlap", run_at: "f-run-at", start_at: "f-start",
+  end_at: "f-end", max_runs: "f-max-runs", jitter_seconds: "f-jitter",
 };
 
 function zones() {
@@ -60,10 +66,16 @@ export async function formPage(id) {
     timeout: h("input", { type: "number", min: 1, max: 60, value: v(s?.target?.timeout_seconds, 10) }),
     headers: h("textarea", { rows: 2, placeholder: '{"X-Team": "ops"}' }),
     payload: h("textarea", { rows: 3, placeholder: '{"report": "daily"}' }),
-    cron: h("input", { value: s ? v(s.cron, "") : "0 3 * * *", required: !s?.run_at, autocomplete: "off", spellcheck: "false" }),
+    kind: h("select", {}, option("cron", "recurring (cron)", s?.run_at ? "once" : "cron"), option("once", "once (a single run)", s?.run_at ? "once" : "cron")),
+    cron: h("input", { value: s ? v(s.cron, "") : "0 3 * * *", autocomplete: "off", spellcheck: "false" }),
+    runAt: h("input", { type: "datetime-local", step: 1 }),
+    start: h("input", { type: "datetime-local", step: 1 }),
+    end: h("input", { type: "datetime-local", step: 1 }),
+    maxRuns: h("input", { type: "number", min: 1, step: 1, value: v(s?.max_runs, ""), placeholder: "no limit" }),
+    jitter: h("input", { type: "number", min: 0, max: MAX_JITTER_SECONDS, step: 1, value: v(s?.jitter_seconds, 0) }),
     timezone: h("input", { value: v(s?.timezone, Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"), list: "zones", required: true, autocomplete: "off" }),
     dst: h("select", {}, choices(["shift", "skip", "literal"], v(s?.dst_policy, "shift"))),
-    attempts: h("input", { type: "number", min: 1, max: 20, value: v(s?.retry_policy?.max_attempts, 5) }),
+    attempts: h("input", { type: "number", min: 1, max: MAX_ATTEMPTS, value: v(s?.retry_policy?.max_attempts, 5) }),
     backoff: h("input", { type: "number", min: 1, step: "any", value: v(s?.retry_policy?.initial_backoff_seconds, 10) }),
     threshold: h("input", { type: "number", min: 1, value: v(s?.breaker?.failure_threshold, 5) }),
     misfire: h("select", {}, choices(["fire_once", "skip", "fire_all"], v(s?.misfire_policy, "fire_once"))),
@@ -72,7 +84,28 @@ export async function formPage(id) {
   };
   if (s?.target?.headers && Object.keys(s.target.headers).length) c.headers.value = JSON.stringify(s.target.headers);
   if (s && s.payload !== null && s.payload !== undefined) c.payload.value = JSON.stringify(s.payload, null, 2);
+  // Instants are typed as wall time in the schedule's zone.
+  const zone = () => c.timezone.value.trim() || "UTC";
+  const wallOf = (iso) => { try { return instantToWall(iso, s?.timezone || "UTC"); } catch { return ""; } };
+  c.runAt.value = wallOf(s?.run_at);
+  c.start.value = wallOf(s?.start_at);
+  c.end.value = wallOf(s?.end_at);
   const general = h("div", { id: "form-error" });
+  const zoneHint = (id) => h("p", { class: "hint zone-hint", id: `${id}-zone` });
+  const cronField = field("f-cron", "Cron expression", c.cron, "minute hour day-of-month month day-of-week, e.g. 0 3 * * 1-5");
+  const runAtField = field("f-run-at", "Run at", c.runAt, "The one run, wall time in the schedule's zone.");
+  const startField = field("f-start", "Start (optional)", c.start, "No run before this.");
+  const endField = field("f-end", "End (optional)", c.end, "No run after this.");
+  const recurringOnly = h("div", { class: "field-pair" },
+    field("f-max-runs", "Max runs (optional)", c.maxRuns, "Stops after this many occurrences."),
+    field("f-jitter", "Jitter (seconds)", c.jitter, `Each run is delayed by a fixed 0–${MAX_JITTER_SECONDS} s offset (less than the gap between runs).`));
+  const zoneHints = [runAtField, startField, endField].map((f) => {
+    const input = f.querySelector("input");
+    const hint = zoneHint(input.id);
+    f.insertBefore(hint, f.querySelector(".field-error"));
+    input.setAttribute("aria-describedby", `${input.getAttribute("aria-describedby")} ${hint.id}`);
+    return hint;
+  });
   const preview = h("div", { id: "preview", "aria-live": "polite" });
   const submit = h("button", { type: "submit", class: "primary" }, s ? "Save changes" : "Create schedule");
   const webhookOnly = h("fieldset", {}, h("legend", {}, "Webhook"),
@@ -87,10 +120,14 @@ export async function formPage(id) {
     webhookOnly,
     field("f-payload", "Payload (JSON)", c.payload, "Optional; the webhook body or the event's data."),
     h("fieldset", {}, h("legend", {}, "When"),
-      field("f-cron", "Cron expression", c.cron, "minute hour day-of-month month day-of-week, e.g. 0 3 * * 1-5"),
-      field("f-timezone", "Time zone", c.timezone, "IANA name, e.g. Europe/Paris"),
+      field("f-kind", "Runs", c.kind),
+      cronField,
+      runAtField,
+      field("f-timezone", "Time zone", c.timezone, "IANA name, e.g. Europe/Paris; the times below are wall times there"),
       field("f-dst", "DST policy", c.dst, "shift: a missing wall time fires at the transition; skip: it does not fire; literal: repeated times fire twice"),
-      h("datalist", { id: "zones" }, zones().map((z) => h("option", { value: z })))),
+      h("datalist", { id: "zones" }, zones().map((z) => h("option", { value: z }))),
+      h("div", { class: "field-pair" }, startField, endField),
+      recurringOnly),
     h("fieldset", {}, h("legend", {}, "Delivery"),
       field("f-attempts", "Max attempts", c.attempts),
       field("f-backoff", "First retry after (seconds)", c.backoff),
@@ -101,6 +138,25 @@ export async function formPage(id) {
   const showAction = () => { webhookOnly.hidden = c.action.value !== "webhook"; };
   c.action.addEventListener("change", showAction);
   showAction();
+  const once = () => c.kind.value === "once";
+  const showKind = () => {
+    cronField.hidden = once();
+    runAtField.hidden = !once();
+    recurringOnly.hidden = once();
+  };
+  c.kind.addEventListener("change", showKind);
+  showKind();
+  // Which zone the wall times are read in, with its abbreviation at that time.
+  const showZones = () => {
+    for (const [hint, input] of [[zoneHints[0], c.runAt], [zoneHints[1], c.start], [zoneHints[2], c.end]]) {
+      const iso = wallToInstant(input.value, zone());
+      let abbr = "";
+      try { abbr = iso ? ` (${zoneAbbr(new Date(iso), zone())})` : ""; } catch { abbr = ""; }
+      hint.textContent = `In ${zone()}${abbr}`;
+    }
+  };
+  for (const el of [c.runAt, c.start, c.end, c.timezone]) el.addEventListener("input", showZones);
+  showZones();
 
   const setError = (fid, text) => {
     const el = document.getElementById(`${fid}-error`) || form.querySelector(`#${fid}-error`);
@@ -132,7 +188,8 @@ export async function formPage(id) {
     let ok = true;
     const need = (el, fid, text) => { const bad = !el.value.trim(); setError(fid, bad ? text : ""); ok = ok && !bad; };
     need(c.name, "f-name", "A name is required.");
-    if (!s?.run_at) need(c.cron, "f-cron", "A cron expression is required.");
+    if (once()) need(c.runAt, "f-run-at", "A date and time is required for a one-shot schedule.");
+    else need(c.cron, "f-cron", "A cron expression is required.");
     need(c.timezone, "f-timezone", "A time zone is required.");
     if (c.action.value === "webhook") need(c.url, "f-url", "A target URL is required for a webhook.");
     ok = json(c.headers, "f-headers", "object").ok && ok;
@@ -140,6 +197,25 @@ export async function formPage(id) {
     return ok;
   };
   for (const key of ["name", "url", "headers", "payload"]) c[key].addEventListener("change", local);
+
+  // The timing fields, shared by the body and the preview. An edit sends null to clear one.
+  const timing = () => {
+    const at = (el) => (el.value ? wallToInstant(el.value, zone()) || el.value : null);
+    const out = {};
+    if (once()) {
+      out.run_at = at(c.runAt);
+      if (s?.cron) out.cron = null;
+    } else {
+      out.cron = c.cron.value.trim();
+      if (s?.run_at) out.run_at = null;
+      out.max_runs = c.maxRuns.value === "" ? null : Number(c.maxRuns.value);
+      out.jitter_seconds = c.jitter.value === "" ? 0 : Number(c.jitter.value);
+    }
+    out.start_at = at(c.start);
+    out.end_at = at(c.end);
+    if (!s) for (const k of Object.keys(out)) if (out[k] === null) delete out[k];
+    return out;
+  };
 
   const body = () => {
     // An edit sends whole sub-objects built on the stored ones, so fields this form does not
@@ -154,7 +230,7 @@ export async function formPage(id) {
       misfire_policy: c.misfire.value,
       overlap_policy: c.overlap.value,
     };
-    if (c.cron.value.trim() || !s?.run_at) out.cron = c.cron.value.trim();
+    Object.assign(out, timing());
     if (!s) out.action = c.action.value;
     if (c.action.value === "webhook") {
       out.target = { ...(s?.target || {}), url: c.url.value.trim(), timeout_seconds: Number(c.timeout.value) };
@@ -210,13 +286,14 @@ export async function formPage(id) {
     if (!previewAvailable) return;
     if (inflight) inflight.abort();
     inflight = new AbortController();
-    const req = { cron: c.cron.value.trim(), timezone: c.timezone.value.trim(), dst_policy: c.dst.value, count: 10 };
-    if (!req.cron || !req.timezone) return replace(preview, h("p", { class: "muted" }, "Enter a cron expression and a time zone."));
+    const req = { ...timing(), timezone: c.timezone.value.trim(), dst_policy: c.dst.value, count: 10 };
+    for (const k of Object.keys(req)) if (req[k] === null) delete req[k];
+    if (!(req.cron || req.run_at) || !req.timezone) return replace(preview, h("p", { class: "muted" }, once() ? "Enter a date and time and a time zone." : "Enter a cron expression and a time zone."));
     if (c.after.value) req.after = `${c.after.value}T00:00:00Z`;
     replace(preview, loading("preview"));
     try {
       const out = await post("/v1/schedules/preview", req, { signal: inflight.signal });
-      setError("f-cron", ""); setError("f-timezone", ""); setError("f-dst", "");
+      for (const fid of ["f-cron", "f-timezone", "f-dst", "f-run-at", "f-start", "f-end", "f-max-runs", "f-jitter"]) setError(fid, "");
       replace(preview, out.items.length ? occurrenceList(out.items, out.timezone) : h("p", { class: "muted" }, "No occurrence."));
     } catch (err) {
       if (err.name === "AbortError") return;
@@ -233,7 +310,7 @@ export async function formPage(id) {
     }
   };
   const schedulePreview = () => { clearTimeout(timer); timer = setTimeout(refresh, PREVIEW_DELAY_MS); };
-  for (const el of [c.cron, c.timezone, c.dst, c.after]) {
+  for (const el of [c.kind, c.cron, c.runAt, c.timezone, c.dst, c.start, c.end, c.maxRuns, c.jitter, c.after]) {
     el.addEventListener("input", schedulePreview);
     el.addEventListener("change", schedulePreview);
   }

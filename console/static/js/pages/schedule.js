@@ -4,7 +4,7 @@
 import { h, option, replace } from "../h.js";
 import { api, get, post, query } from "../api.js";
 import { cronInWords } from "../cron.js";
-import { timeEl } from "../time.js";
+import { timeEl, wallToInstant } from "../time.js";
 import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
 import { pausedText } from "./schedules.js";
@@ -36,6 +36,9 @@ export async function schedulePage(id) {
     ["Schedule", s.cron ? [words ? `${words} — ` : "", h("code", {}, s.cron)] : ["once at ", timeEl(s.run_at, s.timezone)]],
     ["Time zone", s.timezone],
     ["DST policy", s.dst_policy],
+    s.start_at || s.end_at ? ["Between", [s.start_at ? timeEl(s.start_at, s.timezone) : "any time", " and ", s.end_at ? timeEl(s.end_at, s.timezone) : "no end"]] : null,
+    s.max_runs ? ["Max runs", String(s.max_runs)] : null,
+    s.jitter_seconds ? ["Jitter", `a fixed delay of 0–${s.jitter_seconds} s per run`] : null,
     ["Next run", s.state === "paused" ? h("span", { class: "muted" }, "none while paused") : timeEl(s.next_occurrence_at, s.timezone)],
     ["Last run", s.last_run
       ? h("span", { class: "last-run" }, badge(s.last_run.status), " ", h("a", { href: runHref(s, s.last_run.id) }, timeEl(s.last_run.scheduled_for, s.timezone)))
@@ -62,7 +65,8 @@ export async function schedulePage(id) {
     h("div", { class: "grid" },
       h("div", { class: "card" }, h("h2", {}, "Definition"), def),
       upcoming),
-    h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path)),
+    h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path, s.timezone)),
+    backfillCard(path, s),
     h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)));
 }
 
@@ -152,14 +156,72 @@ function occurrences(path, zone) {
 
 const DST_TEXT = { shifted: "DST: shifted (wall time did not exist)", first_pass: "DST: first pass", second_pass: "DST: second pass" };
 
-export function occurrenceList(items, zone) {
+// `extra(o)` adds to an item (the backfill preview marks the ones that already ran).
+export function occurrenceList(items, zone, extra = () => null) {
   return h("ol", { class: "occurrences" }, items.map((o) => h("li", {},
-    h("time", { datetime: o.utc, title: `UTC ${o.utc}` }, o.at),
+    timeEl(o.utc, zone),
     o.dst ? h("span", { class: `dst dst-${o.dst}` }, DST_TEXT[o.dst] || o.dst) : null,
-    zone ? null : null)));
+    o.due_at && o.due_at !== o.utc ? h("span", { class: "small muted" }, " due ", timeEl(o.due_at, zone)) : null,
+    extra(o))));
 }
 
-function timelineCard(path) {
+// Backfill: runs for past occurrences in (from, to], a dry run listing them first.
+function backfillCard(path, s) {
+  const zone = s.timezone;
+  const from = h("input", { id: "bf-from", type: "datetime-local", step: 1, required: true });
+  const to = h("input", { id: "bf-to", type: "datetime-local", step: 1, required: true });
+  const existing = h("input", { id: "bf-existing", type: "checkbox" });
+  const out = h("div", { id: "bf-result", "aria-live": "polite" });
+  const err = h("div", {});
+  const body = (dry) => {
+    const req = { from: wallToInstant(from.value, zone) || from.value, to: wallToInstant(to.value, zone) || to.value };
+    if (dry) req.dry_run = true;
+    if (existing.checked) req.include_existing = true;
+    return req;
+  };
+  const run = async (btn, fn) => {
+    btn.disabled = true;
+    replace(err);
+    try {
+      await fn();
+    } catch (e) {
+      replace(err, errorBox(e));
+    } finally {
+      btn.disabled = false;
+    }
+  };
+  const create = h("button", { type: "button", class: "primary", id: "bf-create" }, "Create runs");
+  create.addEventListener("click", () => run(create, async () => {
+    const r = await post(`${path}/backfill`, body(false));
+    replace(out, h("p", { class: "flash flash-ok" }, `Created ${r.created} run${r.created === 1 ? "" : "s"}; ${r.existing} already had one.`));
+    flash(`Backfill: ${r.created} run${r.created === 1 ? "" : "s"} created.`);
+  }));
+  const preview = h("button", { type: "submit" }, "Preview (dry run)");
+  const form = h("form", { class: "backfill", novalidate: true, onsubmit: (e) => {
+    e.preventDefault();
+    if (!from.value || !to.value) return replace(err, errorBox({ message: "Choose both From and To." }));
+    run(preview, async () => {
+      const r = await post(`${path}/backfill`, body(true));
+      if (!r.items.length) return replace(out, empty("No occurrence in this range."));
+      const fresh = r.items.filter((o) => !o.exists || existing.checked).length;
+      create.textContent = `Create ${fresh} run${fresh === 1 ? "" : "s"}`;
+      create.disabled = fresh === 0;
+      replace(out,
+        h("p", {}, `${r.items.length} occurrence${r.items.length === 1 ? "" : "s"}; ${fresh} would get a new run.`),
+        occurrenceList(r.items, zone, (o) => (o.exists ? h("span", { class: "badge badge-none" }, "already ran") : null)),
+        h("div", { class: "row" }, create));
+    });
+  } },
+  h("div", { class: "field-pair" },
+    h("div", { class: "field" }, h("label", { for: "bf-from" }, "From (after)"), from),
+    h("div", { class: "field" }, h("label", { for: "bf-to" }, "To (up to)"), to)),
+  h("p", { class: "hint" }, `Wall times in ${zone}; only past occurrences.`),
+  h("div", { class: "row" }, h("label", {}, existing, " Also re-run occurrences that already ran"), preview),
+  err);
+  return h("div", { class: "card" }, h("h2", {}, "Backfill"), form, out);
+}
+
+function timelineCard(path, zone) {
   const chart = h("div", {}, loading("timeline"));
   const buttons = ["day", "week", "month"].map((w) => h("button", {
     type: "button", "aria-pressed": String(w === "day"), dataset: { window: w },
@@ -169,7 +231,7 @@ function timelineCard(path) {
     for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.window === w));
     replace(chart, loading("timeline"));
     try {
-      replace(chart, stats.timeline(await get(`${path}/runs/stats?window=${w}`)));
+      replace(chart, stats.timeline(await get(`${path}/runs/stats${query({ window: w, tz: zone })}`)));
     } catch (err) {
       replace(chart, errorBox(err));
     }

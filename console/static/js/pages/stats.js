@@ -1,6 +1,7 @@
-// Charts from /runs/stats: the 7-day success bar and the run timeline (buckets are UTC).
+// Charts from /runs/stats: the 7-day success bar (UTC days) and the run timeline (buckets cut
+// in the schedule's zone by the API's `tz`: a DST day is 23 or 25 hours).
 import { h } from "../h.js";
-import { shortDay, shortHour } from "../time.js";
+import { shortDay, shortHour, zoneAbbr } from "../time.js";
 
 const ORDER = ["succeeded", "failed", "retrying", "in_progress", "pending", "skipped"];
 
@@ -23,8 +24,11 @@ function weekBar(st) {
 }
 
 function timeline(st) {
+  // The zone the API cut the buckets in (an older API answers UTC buckets and no `timezone`).
+  const tz = st.timezone || "UTC";
   const max = Math.max(1, ...st.buckets.map((b) => ORDER.reduce((n, k) => n + (b.counts[k] || 0), 0)));
-  const label = st.bucket === "hour" ? shortHour : shortDay;
+  const label = (iso) => (st.bucket === "hour" ? shortHour : shortDay)(iso, tz);
+  const abbr = (iso) => zoneAbbr(new Date(iso), tz);
   const bars = st.buckets.map((b, i) => {
     const segs = ORDER.filter((k) => b.counts[k]).map((k) => {
       const seg = h("span", { class: `seg seg-${k}` });
@@ -32,16 +36,16 @@ function timeline(st) {
       return seg;
     });
     const every = st.buckets.length > 12 ? Math.ceil(st.buckets.length / 8) : 1;
-    return h("div", { class: "bucket", title: `${label(b.start)} UTC: ${describe(b.counts)}` },
+    return h("div", { class: "bucket", title: `${label(b.start)} ${abbr(b.start)}: ${describe(b.counts)}` },
       h("div", { class: "stack" }, segs),
       h("span", { class: "tick" }, i % every === 0 ? label(b.start) : ""));
   });
   const legend = h("ul", { class: "legend" }, ORDER.filter((k) => st.totals[k]).map((k) =>
     h("li", {}, h("span", { class: `swatch seg-${k}` }), `${k.replace("_", " ")}: ${st.totals[k]}`)));
   return h("figure", { class: "timeline" },
-    h("div", { class: "bars", role: "img", "aria-label": `Runs by ${st.bucket} (UTC): ${describe(st.totals)}` }, bars),
+    h("div", { class: "bars", role: "img", "aria-label": `Runs by ${st.bucket} (${tz}): ${describe(st.totals)}` }, bars),
     h("figcaption", {}, legend.children.length ? legend : h("span", { class: "muted" }, "No runs in this window."),
-      h("span", { class: "small muted" }, `Buckets are UTC ${st.bucket}s.`)));
+      h("span", { class: "small muted" }, `${st.bucket === "hour" ? "Hours" : "Days"} in ${tz} (${abbr(st.to)}).`)));
 }
 
 export const stats = { weekBar, timeline };

@@ -222,7 +222,10 @@ class StatsBucketOut(BaseModel):
 
 class RunStatsOut(BaseModel):
     window: Literal["day", "week", "month"]
-    bucket: Literal["hour", "day"] = Field(description="UTC hours (day) or UTC days (week, month)")
+    bucket: Literal["hour", "day"] = Field(
+        description="hours (day) or days (week, month) of `timezone`; a DST day is 23 or 25 hours"
+    )
+    timezone: str = Field(description="the zone the buckets are cut in (the `tz` asked, or UTC)")
     from_: UtcTimestamp = Field(serialization_alias="from")
     to: UtcTimestamp
     buckets: list[StatsBucketOut]
@@ -237,13 +240,22 @@ class RunStatsOut(BaseModel):
     "/{schedule_id}/runs/stats",
     response_model=RunStatsOut,
     response_model_by_alias=True,
-    summary="Runs per status per UTC bucket over a window (the console's timeline)",
+    summary="Runs per status per hour or day of a zone over a window (the console's timeline)",
 )
 async def run_stats(
     request: Request,
     schedule_id: IdPath,
     principal: Principal = require(READ),
     window: Literal["day", "week", "month"] = "day",
+    tz: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=64,
+            description="IANA zone the buckets are cut in (the schedule's, for its own page)",
+        ),
+        NO_CONTROL_CHARS,
+    ] = "UTC",
 ) -> dict[str, Any]:
     ctx = runs_context_of(request)
     stats = await stats_svc.run_stats(
@@ -252,10 +264,12 @@ async def run_stats(
         schedule_id=schedule_id,
         window=window,
         clock=ctx.clock,
+        timezone=tz,
     )
     return {
         "window": stats.window,
         "bucket": stats.bucket,
+        "timezone": stats.timezone,
         "from_": stats.start,
         "to": stats.end,
         "buckets": [{"start": b.start, "counts": b.counts} for b in stats.buckets],

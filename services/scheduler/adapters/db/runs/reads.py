@@ -93,7 +93,7 @@ class RunReads(RunSql):
         *,
         start: datetime,
         end: datetime,
-        bucket: Literal["hour", "day"],
+        bucket: Literal["hour", "day", "minute"],
     ) -> list[tuple[str, str, int]]:
         key = self._utc_bucket(bucket).label("bucket")
         q = (
@@ -189,16 +189,19 @@ class RunReads(RunSql):
             )
         return out
 
-    def _utc_bucket(self, bucket: Literal["hour", "day"]) -> sa.ColumnElement[str]:
+    def _utc_bucket(self, bucket: Literal["hour", "day", "minute"]) -> sa.ColumnElement[str]:
         """The same text key on both dialects: SQLite stores UTC text (types.py), whose prefix
         is the bucket; PostgreSQL formats the instant in UTC."""
         if self.is_postgres:
-            fmt = 'YYYY-MM-DD"T"HH24' if bucket == "hour" else "YYYY-MM-DD"
+            fmt = {
+                "day": "YYYY-MM-DD",
+                "hour": 'YYYY-MM-DD"T"HH24',
+                "minute": 'YYYY-MM-DD"T"HH24:MI',
+            }
             utc = sa.func.timezone("UTC", runs.c.scheduled_for)
-            return sa.func.to_char(utc, fmt, type_=sa.String)
-        return sa.func.substr(
-            runs.c.scheduled_for, 1, 13 if bucket == "hour" else 10, type_=sa.String
-        )
+            return sa.func.to_char(utc, fmt[bucket], type_=sa.String)
+        length = {"day": 10, "hour": 13, "minute": 16}
+        return sa.func.substr(runs.c.scheduled_for, 1, length[bucket], type_=sa.String)
 
 
 def schedule_runs_query(
