@@ -14,7 +14,8 @@ Refusals are `AuthHTTPException` (a `fastapi.HTTPException`): 401 with
 presented) and 403 with `error="insufficient_scope"`. `install()` registers a handler for that
 one exception class, which renders `application/problem+json`; since Starlette picks handlers by
 the exception's class hierarchy, it wins over an app's own `HTTPException` handler whatever the
-registration order. An app that prefers its own renderer can read `exc.problem` (the body),
+registration order. The rendered body adds `instance`, the request's path (never its query). An
+app that prefers its own renderer can read `exc.problem` (the body without `instance`),
 `exc.status_code` and `exc.headers`.
 """
 
@@ -58,9 +59,11 @@ def install(
     app.add_exception_handler(AuthHTTPException, _render)  # type: ignore[arg-type]
 
 
-async def _render(_request: Request, exc: AuthHTTPException) -> JSONResponse:
+async def _render(request: Request, exc: AuthHTTPException) -> JSONResponse:
+    # The refusal is raised inside a dependency, before any route code: the request's path
+    # (never its query, which may carry a token) is added here, as RFC 9457 `instance`.
     return JSONResponse(
-        exc.problem,
+        {**exc.problem, "instance": request.url.path},
         status_code=exc.status_code,
         headers=exc.headers,
         media_type=PROBLEM_MEDIA_TYPE,

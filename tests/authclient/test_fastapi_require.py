@@ -81,6 +81,7 @@ async def test_missing_token_is_401_without_error_code(
         "title": "Unauthorized",
         "status": 401,
         "detail": "a bearer token is required",
+        "instance": path,
     }
 
 

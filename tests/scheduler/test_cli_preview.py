@@ -128,6 +128,7 @@ def test_a_cron_the_policy_starves_exits_2_naming_the_bound() -> None:
         (["--cron", "@reboot", "--tz", "UTC"], "(token '@reboot')"),
         (["--cron", "* * * * *", "--tz", "Etc/GMT+15"], "timezone: unknown time zone"),
         (["--cron", "* * * * *", "--tz", "/etc/localtime"], "timezone:"),
+        (["--cron", "* * * * *", "--tz", "America/NewYork"], "did you mean America/New_York?"),
         (["--cron", "* * * * *", "--tz", "UTC", "--after", "yesterday"], "--after:"),
         (["--cron", "* * * * *", "--tz", "UTC", "--after", "2026-01-01T00:00"], "needs an offset"),
         (["--cron", "* * * * *", "--tz", "UTC", "--count", "0"], "--count:"),

@@ -15,7 +15,7 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.http.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX
+from servicekit.http.problems import PROBLEM_MEDIA_TYPE, TYPE_PREFIX, instance_of
 
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024
 
@@ -38,7 +38,7 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         if _declared_length(scope) > self.limit:
-            await _send_problem(send, self.limit)
+            await _send_problem(send, self.limit, scope)
             return
         seen = 0
         started = refused = False
@@ -51,7 +51,7 @@ class BodyLimitMiddleware:
                 if seen > self.limit:
                     if not started and not refused:
                         refused = True
-                        await _send_problem(send, self.limit)
+                        await _send_problem(send, self.limit, scope)
                     raise BodyTooLarge(self.limit)
             return message
 
@@ -80,13 +80,14 @@ def _declared_length(scope: Scope) -> int:
     return -1
 
 
-async def _send_problem(send: Send, limit: int) -> None:
+async def _send_problem(send: Send, limit: int, scope: Scope) -> None:
     body = json.dumps(
         {
             "type": f"{TYPE_PREFIX}payload-too-large",
             "title": "Content Too Large",
             "status": 413,
             "detail": f"request body larger than {limit} bytes",
+            "instance": instance_of(scope),
         }
     ).encode()
     await send(

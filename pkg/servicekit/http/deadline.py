@@ -18,7 +18,7 @@ import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.http.problems import problem_response
+from servicekit.http.problems import instance_of, problem_response
 from servicekit.http.unavailable import RETRY_AFTER_SECONDS
 from servicekit.logging import RATE_LIMITED
 
@@ -73,6 +73,7 @@ class RequestDeadlineMiddleware:
             503,
             slug="unavailable",
             detail=f"the request did not complete within {self.seconds:g} s; retry later",
+            instance=instance_of(scope),
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
         await response(scope, receive, send)

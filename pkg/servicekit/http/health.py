@@ -74,10 +74,13 @@ def health_router(
                 503,
                 slug="not-ready",
                 detail=f"worker loops overdue: {', '.join(overdue)}",
+                instance="/readyz",
                 extra={"overdue_loops": overdue},
             )
         if not ready:
-            return problem_response(503, slug="not-ready", detail="a dependency is not ready")
+            return problem_response(
+                503, slug="not-ready", detail="a dependency is not ready", instance="/readyz"
+            )
         return {"status": "ready"}
 
     @router.get("/metrics", include_in_schema=False)

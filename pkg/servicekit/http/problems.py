@@ -9,7 +9,9 @@ first one again in `field`:
      "detail": "target.url: Field required", "field": "target.url",
      "errors": [{"field": "target.url", "detail": "Field required"}], "instance": "/v1/…"}
 
-`field` is the dotted path inside the body, or the query/path/header parameter's name.
+`field` is the dotted path inside the body, or the query/path/header parameter's name. Every
+problem of both services carries `instance`, the request's path without its query
+(`instance_of`): the app's handlers, authclient's 401/403, and the 413/503 that middleware sends.
 `install_problem_handlers` renders Starlette's `HTTPException` (a 405 lists in `Allow` every method
 of the matched path) and FastAPI's `RequestValidationError`, which it splits three ways: a body
 that is not JSON is 400 `…/invalid-json` naming line and column; a body sent without a JSON
@@ -27,8 +29,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, compile_path
+from starlette.types import Scope
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 JSON_MEDIA_TYPE = "application/json"
@@ -55,6 +59,11 @@ SLUG_BY_STATUS = {
     500: "internal-error",
     503: "unavailable",
 }
+
+
+def instance_of(scope: Scope) -> str:
+    """RFC 9457 `instance` of a request: its path, never its query (a query may carry a token)."""
+    return URL(scope=scope).path
 
 
 def _reason(status: int) -> str:
@@ -113,9 +122,9 @@ def problem_response(
 def field_errors_problem(errors: Sequence[tuple[str, str]]) -> ProblemError:
     """The 422 validation problem for `(field, detail)` pairs, in the shape the module doc shows;
     service layers that check a rule the schema cannot express raise (or map to) this."""
-    listed = [{"field": f, "detail": d} for f, d in errors[:MAX_FIELD_ERRORS]] or [
-        {"field": "body", "detail": "invalid request"}
-    ]
+    listed = [
+        {"field": f, "detail": _without_field(f, d)} for f, d in errors[:MAX_FIELD_ERRORS]
+    ] or [{"field": "body", "detail": "invalid request"}]
     first = listed[0]
     return ProblemError(
         422,
@@ -124,6 +133,15 @@ def field_errors_problem(errors: Sequence[tuple[str, str]]) -> ProblemError:
         title=VALIDATION_TITLE,
         extra={"field": first["field"], "errors": listed},
     )
+
+
+def _without_field(field: str, detail: str) -> str:
+    """`detail` without a leading `field: ` (a message raised as "timezone: unknown ..." and
+    then paired with its field): the problem names the field once, in `field` and in `detail`'s
+    prefix, never "timezone: timezone: ..."."""
+    while field and detail.startswith(f"{field}: "):
+        detail = detail[len(field) + 2 :]
+    return detail
 
 
 def field_name(loc: Sequence[Any]) -> str:

@@ -41,11 +41,14 @@ _OUTAGE_CLASSES: tuple[type[Exception], ...] = (
 )
 
 
-def unavailable_response(what: str = "the database") -> JSONResponse:
+def unavailable_response(
+    what: str = "the database", *, instance: str | None = None
+) -> JSONResponse:
     return problem_response(
         503,
         slug="unavailable",
         detail=f"{what} is unavailable; retry later",
+        instance=instance,
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
 
@@ -61,7 +64,7 @@ async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
         what,
         type(exc).__name__,
     )
-    return unavailable_response(what)
+    return unavailable_response(what, instance=request.url.path)
 
 
 def install_unavailable_handlers(app: FastAPI) -> None:

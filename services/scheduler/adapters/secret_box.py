@@ -19,7 +19,11 @@ from datetime import datetime
 from servicekit.data import secretbox
 from servicekit.data.secretbox import SecretBoxError, key_id
 
-__all__ = ["SecretBox", "SecretBoxError", "key_id"]
+__all__ = ["NO_SECRET", "SecretBox", "SecretBoxError", "key_id"]
+
+# The stored form of "no secret": an event schedule has no webhook to sign, and the column is NOT
+# NULL (it predates event schedules); an empty string is never a ciphertext.
+NO_SECRET = ""
 
 
 class SecretBox:
@@ -34,6 +38,10 @@ class SecretBox:
     def encrypt(self, plaintext: str, *, associated: str) -> str:
         return self._box.encrypt(plaintext, associated.encode())
 
+    def stored(self, secret: str | None, *, schedule_id: str) -> str:
+        """The column value for a schedule's secret: its ciphertext, or NO_SECRET for None."""
+        return NO_SECRET if secret is None else self.encrypt(secret, associated=schedule_id)
+
     def decrypt(self, stored: str, *, associated: str) -> str:
         return self._box.decrypt(stored, associated.encode())
 
@@ -46,6 +54,8 @@ class SecretBox:
         now: datetime,
     ) -> list[str]:
         """A schedule's signing secrets from its stored columns, decrypted
-        (`servicekit.data.secretbox.in_force` says which)."""
+        (`servicekit.data.secretbox.in_force` says which); none for NO_SECRET."""
+        if current == NO_SECRET:
+            return []
         stored = secretbox.in_force(current, previous, previous_until, now)
         return [self.decrypt(s, associated=schedule_id) for s in stored]

@@ -25,7 +25,8 @@ Decisions where DESIGN.md leaves the choice to us (all refused, each with its ow
 
 A zone is an IANA key that `zoneinfo` can load. Unknown keys, paths (absolute, `..`, `.`),
 `Etc/GMT+15`, and the host-dependent or non-canonical entries `localtime`, `posixrules`,
-`Factory`, `posix/...`, `right/...` are refused.
+`Factory`, `posix/...`, `right/...` are refused. An unknown key's error suggests the closest
+known ones (`America/NewYork`, `america/new_york` -> `America/New_York`).
 
 Every error is an `InvalidScheduleExpression` naming the field and the offending token; its
 `str()` is one line, used verbatim by the API and the CLI.
@@ -33,9 +34,11 @@ Every error is an `InvalidScheduleExpression` naming the field and the offending
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
 from dataclasses import dataclass
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 # A bound on input size: the longest sensible expression (every minute listed) is ~170 characters.
 MAX_EXPRESSION_LENGTH = 1024
@@ -87,6 +90,12 @@ _ITEM = re.compile(r"(?P<start>[^-/]+)(?:-(?P<end>[^-/]+))?(?:/(?P<step>[^-/]*))
 _NUMBER = re.compile(r"[0-9]{1,9}")
 _NAME = re.compile(r"[A-Za-z]+")
 _ZONE_KEY = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
+# Suggestions for an unknown zone: at most this many, at least this similar (difflib's ratio;
+# 0.8 still catches one or two wrong letters in a city name without proposing unrelated zones).
+MAX_ZONE_SUGGESTIONS = 3
+ZONE_SUGGESTION_CUTOFF = 0.8
+# Spelling variants that do not change a key's meaning: case, `_` for a space, `-`.
+_ZONE_NOISE = re.compile(r"[\s_\-]+")
 _REFUSED_ZONES = frozenset({"localtime", "posixrules", "factory"})
 _REFUSED_ZONE_PREFIXES = ("posix/", "right/")
 
@@ -97,11 +106,18 @@ _MONTH_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 class InvalidScheduleExpression(ValueError):
     """An expression or zone that cannot be scheduled; names the field and the offending token."""
 
-    def __init__(self, field: str, token: str, reason: str) -> None:
+    def __init__(self, field: str, token: str, reason: str, hint: str = "") -> None:
         self.field = field
         self.token = token
         self.reason = reason
-        super().__init__(f"{field}: {reason} (token {token!r})")
+        self.hint = hint
+        super().__init__(f"{field}: {self.described}")
+
+    @property
+    def described(self) -> str:
+        """The message without the field name, for callers that name the field themselves."""
+        text = f"{self.reason} (token {self.token!r})"
+        return f"{text}; {self.hint}" if self.hint else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +281,7 @@ def load_zone(timezone: str) -> ZoneInfo:
         )
     if not _ZONE_KEY.fullmatch(timezone) or timezone.lower().startswith(_REFUSED_ZONE_PREFIXES):
         raise InvalidScheduleExpression(
-            "timezone", timezone, "not an IANA time zone key (e.g. Europe/Paris)"
+            "timezone", timezone, "not an IANA time zone key (e.g. Europe/Paris)", _hint(timezone)
         )
     if timezone.lower() in _REFUSED_ZONES:
         raise InvalidScheduleExpression(
@@ -274,4 +290,43 @@ def load_zone(timezone: str) -> ZoneInfo:
     try:
         return ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise InvalidScheduleExpression("timezone", timezone, "unknown time zone") from exc
+        raise InvalidScheduleExpression(
+            "timezone", timezone, "unknown time zone", _hint(timezone)
+        ) from exc
+
+
+def suggest_zones(text: str) -> list[str]:
+    """The known zone keys closest to `text`, best first: the key that differs only in case,
+    spaces, `_` or `-` (`America/NewYork`), else difflib's closest matches; [] if none is close."""
+    exact, squashed = _zone_index()
+    folded = text.strip().lower()
+    if folded in exact:
+        return [exact[folded]]
+    same = squashed.get(_ZONE_NOISE.sub("", folded))
+    if same:
+        return list(same[:MAX_ZONE_SUGGESTIONS])
+    close = difflib.get_close_matches(
+        folded, list(exact), n=MAX_ZONE_SUGGESTIONS, cutoff=ZONE_SUGGESTION_CUTOFF
+    )
+    return [exact[c] for c in close]
+
+
+def _hint(text: str) -> str:
+    names = suggest_zones(text)
+    return f"did you mean {' or '.join(names)}?" if names else ""
+
+
+@functools.cache
+def _zone_index() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """(lowercase key -> key, key without case/`_`/`-`/spaces -> keys) over
+    the keys load_zone accepts; built once (listing the zone database walks its directory)."""
+    keys = sorted(
+        k
+        for k in available_timezones()
+        if k.lower() not in _REFUSED_ZONES and not k.lower().startswith(_REFUSED_ZONE_PREFIXES)
+    )
+    exact = {k.lower(): k for k in keys}
+    squashed: dict[str, list[str]] = {}
+    for k in keys:
+        squashed.setdefault(_ZONE_NOISE.sub("", k.lower()), []).append(k)
+    return exact, {s: tuple(v) for s, v in squashed.items()}

@@ -68,8 +68,11 @@ class Timing:
                 return CompiledTiming(self, recurrence)
             load_zone(self.timezone)
         except InvalidScheduleExpression as exc:
-            field = "timezone" if exc.field == "timezone" else "cron"
-            raise InvalidTiming(field, str(exc)) from None
+            if exc.field in {"timezone", "expression"}:
+                # The field names itself already; only a cron sub-field (minute, ...) is kept.
+                field = "timezone" if exc.field == "timezone" else "cron"
+                raise InvalidTiming(field, exc.described) from None
+            raise InvalidTiming("cron", str(exc)) from None
         return CompiledTiming(self, None)
 
 

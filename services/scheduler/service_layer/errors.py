@@ -64,6 +64,17 @@ class ScheduleIsCompleted(ServiceError):
         self.schedule_id = schedule_id
 
 
+class NotAWebhook(ServiceError):
+    """A secret operation on an event schedule: only webhook deliveries are signed."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            "the schedule's action is 'event': event schedules are not signed and have no "
+            "secret to rotate; PATCH its action to 'webhook' to give it one"
+        )
+        self.schedule_id = schedule_id
+
+
 class DuplicateKey(ServiceError):
     """Raised by repositories when a unique key is violated at commit (a concurrent twin won)."""
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from scheduler.domain.definition import ScheduleDefinition
-from scheduler.domain.policies import ScheduleState
+from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.retime import retime
 from scheduler.domain.schedule import TIMING_FIELDS, Schedule, ScheduleDeleted
 from scheduler.domain.tenant import Entitlements, check_schedule_count
@@ -27,6 +27,7 @@ from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    NotAWebhook,
     NotFound,
     QuotaExceeded,
     ScheduleIsCompleted,
@@ -58,8 +59,16 @@ LimitsProvider = Callable[[str], Entitlements]
 @dataclass(frozen=True)
 class Created:
     schedule: Schedule
-    secret: str
+    secret: str | None
+    """The signing secret; None for an event schedule (nothing is signed, nothing is stored)."""
     replayed: bool
+
+
+@dataclass(frozen=True)
+class Updated:
+    schedule: Schedule
+    secret: str | None
+    """The new signing secret when this update made an event schedule a webhook, else None."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,7 @@ async def _create_once(
                 if existing is None:  # deleted since: the key stays spent
                     raise IdempotencyConflict(idempotency_key)
                 secrets = await uow.schedules.secrets(tenant_id, existing.id, clock())
-                return Created(existing, secrets[0], replayed=True)
+                return Created(existing, secrets[0] if secrets else None, replayed=True)
         count = await uow.schedules.count_live(tenant_id)
         if count >= limits.max_schedules:
             raise QuotaExceeded("max_schedules", limits.max_schedules, count + 1)
@@ -191,7 +200,8 @@ async def _create_once(
             next_run_at=await off_loop(timing.first_after, now),
             now=now,
         )
-        secret = new_secret()
+        # Only a webhook is signed: an event schedule gets no secret at all.
+        secret = new_secret() if definition.action is Action.WEBHOOK else None
         await uow.schedules.add(schedule, secret)
         if idempotency_key is not None:
             await uow.idempotency.add(
@@ -257,8 +267,11 @@ async def update_schedule(
     expected_version: int | None,
     clock: Clock,
     limits: Entitlements,
-) -> Schedule:
-    """Partial update. A timing change (TIMING_FIELDS) is validated as create validates it and
+    new_secret: SecretFactory | None = None,
+) -> Updated:
+    """Partial update. An action change moves the signing secret with it: event -> webhook
+    generates one (`new_secret`, returned once in `Updated.secret`), webhook -> event drops the
+    stored one. A timing change (TIMING_FIELDS) is validated as create validates it and
     recomputes next_run_at from now; on a completed schedule it makes it active again when an
     occurrence is left (then it counts toward max_schedules again). It holds the schedule's row
     lock, so the planner cannot plan under the old timing meanwhile, and deletes the runs planned
@@ -294,10 +307,29 @@ async def update_schedule(
                     raise QuotaExceeded(violation.key, violation.limit, violation.current)
         else:
             next_run_at = schedule.next_run_at
+        secret = await _follow_action(uow, schedule, definition.action, new_secret)
         schedule.update(changes, next_run_at=next_run_at, now=now)
         await uow.schedules.save(schedule)
         await uow.commit()
-        return schedule
+        return Updated(schedule, secret)
+
+
+async def _follow_action(
+    uow: UnitOfWork, schedule: Schedule, action: Action, new_secret: SecretFactory | None
+) -> str | None:
+    """Give a schedule becoming a webhook its signing secret, take it from one becoming an event
+    schedule (no grace: nothing is signed any more); the new secret, or None."""
+    if action is schedule.definition.action:
+        return None
+    secret = None
+    if action is Action.WEBHOOK:
+        if new_secret is None:
+            raise ValueError("new_secret is needed to make a schedule a webhook")
+        secret = new_secret()
+    await uow.schedules.set_secret(
+        schedule.tenant_id, schedule.id, secret, keep_previous_until=None
+    )
+    return secret
 
 
 async def pause_schedule(
@@ -374,9 +406,12 @@ async def rotate_secret(
     new_secret: SecretFactory,
     grace: timedelta,
 ) -> tuple[Schedule, str]:
-    """New current secret; the old one keeps signing alongside until now + grace."""
+    """New current secret; the old one keeps signing alongside until now + grace. NotAWebhook for
+    an event schedule (it has no secret)."""
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
+        if schedule.definition.action is not Action.WEBHOOK:
+            raise NotAWebhook(schedule.id)
         now = clock()
         secret = new_secret()
         await uow.schedules.set_secret(
@@ -484,6 +519,7 @@ __all__ = [
     "Created",
     "Page",
     "ScheduleDeleted",
+    "Updated",
     "create_schedule",
     "delete_schedule",
     "get_schedule",

@@ -50,7 +50,8 @@ class ScheduleRepository(abc.ABC):
     def __init__(self) -> None:
         self.seen: dict[str, Schedule] = {}
 
-    async def add(self, schedule: Schedule, secret: str) -> None:
+    async def add(self, schedule: Schedule, secret: str | None) -> None:
+        """Insert a new schedule with its signing secret (None: an event schedule, unsigned)."""
         await self._add(schedule, secret)
         self.seen[schedule.id] = schedule
 
@@ -68,7 +69,7 @@ class ScheduleRepository(abc.ABC):
         return locked
 
     @abc.abstractmethod
-    async def _add(self, schedule: Schedule, secret: str) -> None: ...
+    async def _add(self, schedule: Schedule, secret: str | None) -> None: ...
 
     @abc.abstractmethod
     async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None: ...
@@ -98,19 +99,20 @@ class ScheduleRepository(abc.ABC):
     @abc.abstractmethod
     async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:
         """Plaintext signing secrets, current first, then the previous one while its grace
-        period lasts. Empty when the schedule is missing."""
+        period lasts. Empty when the schedule is missing or has no secret (an event schedule)."""
 
     @abc.abstractmethod
     async def set_secret(
         self,
         tenant_id: str,
         schedule_id: str,
-        secret: str,
+        secret: str | None,
         *,
         keep_previous_until: datetime | None,
     ) -> None:
         """Store a new current secret; the old current becomes previous until the given instant
-        (None drops it at once)."""
+        (None drops it at once). `secret=None` removes the secret (the schedule became an event
+        schedule)."""
 
 
 class IdempotencyRepository(abc.ABC):

@@ -224,3 +224,28 @@ def test_bad_zones_are_refused_naming_the_timezone_field(zone: str) -> None:
         load_zone(zone)
     assert caught.value.field == "timezone"
     assert str(caught.value).startswith("timezone: ")
+
+
+@pytest.mark.parametrize(
+    ("zone", "meant"),
+    [
+        ("America/NewYork", ["America/New_York"]),
+        ("AMERICA/NEW_YORK", ["America/New_York"]),
+        ("america/new-york", ["America/New_York"]),
+        ("UTC ", ["UTC"]),
+        ("posix/Europe/Paris", ["Europe/Paris"]),
+        ("Europe/Pariss", ["Europe/Paris"]),
+        ("Mars/Olympus_Mons", []),
+        ("A" * 200, []),
+    ],
+)
+def test_an_unknown_zone_suggests_the_keys_meant(zone: str, meant: list[str]) -> None:
+    with pytest.raises(InvalidScheduleExpression) as caught:
+        load_zone(zone)
+    hint = f"did you mean {' or '.join(meant)}?" if meant else ""
+    assert caught.value.hint == hint
+    if meant:
+        assert str(caught.value).endswith(f"; {hint}")
+    else:
+        assert "did you mean" not in str(caught.value)
+    assert caught.value.described == str(caught.value).removeprefix("timezone: ")

@@ -119,7 +119,7 @@ function actions(s, path, etag, secret) {
   // A breaker pause shows Resume in its explanation (breakerCard), not twice.
   const breaker = s.state === "paused" && s.paused_reason === "breaker";
   const box = h("div", { class: "actions card" },
-    trigger, s.state === "paused" && !breaker ? resume : s.state === "active" ? pause : null, rotate, del, confirmBox);
+    trigger, s.state === "paused" && !breaker ? resume : s.state === "active" ? pause : null, s.action === "webhook" ? rotate : null, del, confirmBox);
   return { box, resume };
 }
 

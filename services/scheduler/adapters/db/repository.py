@@ -210,9 +210,9 @@ class SqlScheduleRepository(ScheduleRepository):
             .where(schedules.c.deleted_at.is_(None))
         )
 
-    async def _add(self, schedule: Schedule, secret: str) -> None:
+    async def _add(self, schedule: Schedule, secret: str | None) -> None:
         row = schedule_to_row(schedule)
-        row["secret_ciphertext"] = self.box.encrypt(secret, associated=schedule.id)
+        row["secret_ciphertext"] = self.box.stored(secret, schedule_id=schedule.id)
         await _execute(self.conn, sa.insert(schedules).values(**row))
         self._track(schedule)
 
@@ -315,7 +315,7 @@ class SqlScheduleRepository(ScheduleRepository):
         self,
         tenant_id: str,
         schedule_id: str,
-        secret: str,
+        secret: str | None,
         *,
         keep_previous_until: datetime | None,
     ) -> None:
@@ -329,7 +329,7 @@ class SqlScheduleRepository(ScheduleRepository):
                 # SET expressions read the row's old values, so "previous := current" is atomic.
                 previous_secret_ciphertext=current if keep_previous_until is not None else None,
                 previous_secret_expires_at=keep_previous_until,
-                secret_ciphertext=self.box.encrypt(secret, associated=schedule_id),
+                secret_ciphertext=self.box.stored(secret, schedule_id=schedule_id),
             ),
         )
 

@@ -20,6 +20,7 @@ from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    NotAWebhook,
     NotFound,
     QuotaExceeded,
     ScheduleIsCompleted,
@@ -42,6 +43,7 @@ log = logging.getLogger("scheduler.api")
 
 
 def problem(
+    request: Request,
     status: int,
     detail: str | None,
     *,
@@ -49,8 +51,16 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    """servicekit's problem+json, typed by `slug` or, without one, by the status."""
-    return problem_response(status, slug=slug, detail=detail, extra=extra, headers=headers)
+    """servicekit's problem+json, typed by `slug` or, without one, by the status; `instance` is
+    the request's path."""
+    return problem_response(
+        status,
+        slug=slug,
+        detail=detail,
+        instance=request.url.path,
+        extra=extra,
+        headers=headers,
+    )
 
 
 async def _validation(request: Request, exc: Exception) -> JSONResponse:
@@ -68,20 +78,21 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     return http_exception_response(request, exc)
 
 
-async def _service(_request: Request, exc: Exception) -> JSONResponse:
+async def _service(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NotFound):
-        return problem(404, str(exc))
+        return problem(request, 404, str(exc))
     if isinstance(exc, InvalidInput):
-        return render(_request, field_errors_problem([(exc.field, exc.reason)]))
+        return render(request, field_errors_problem([(exc.field, exc.reason)]))
     if isinstance(exc, VersionMismatch):
-        return problem(412, str(exc))
+        return problem(request, 412, str(exc))
     if isinstance(exc, IdempotencyConflict):
-        return problem(409, str(exc), slug="idempotency-conflict")
+        return problem(request, 409, str(exc), slug="idempotency-conflict")
     if isinstance(exc, TenantSuspended):
-        return problem(403, str(exc), slug="tenant-suspended")
+        return problem(request, 403, str(exc), slug="tenant-suspended")
     if isinstance(exc, QuotaExceeded):
         # 403: the request is well-formed but the tenant's plan does not allow it.
         return problem(
+            request,
             403,
             str(exc),
             slug="quota-exceeded",
@@ -90,10 +101,12 @@ async def _service(_request: Request, exc: Exception) -> JSONResponse:
             current=exc.current,
         )
     if isinstance(exc, DuplicateKey):
-        return problem(409, "a concurrent request created the same resource; retry")
+        return problem(request, 409, "a concurrent request created the same resource; retry")
+    if isinstance(exc, NotAWebhook):
+        return problem(request, 409, str(exc), slug="not-a-webhook")
     if isinstance(exc, ScheduleIsCompleted):
-        return problem(409, str(exc), slug="schedule-completed")
-    return await _unexpected(_request, exc)
+        return problem(request, 409, str(exc), slug="schedule-completed")
+    return await _unexpected(request, exc)
 
 
 async def _cursor(request: Request, exc: Exception) -> JSONResponse:
@@ -102,7 +115,7 @@ async def _cursor(request: Request, exc: Exception) -> JSONResponse:
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-    return problem(500, "internal error; the request was not completed")
+    return problem(request, 500, "internal error; the request was not completed")
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -2,7 +2,9 @@
 and the stateless preview of timing fields (DESIGN.md §7a).
 
 Every route is scoped to the caller's tenant: another tenant's id answers 404 exactly like a
-missing one. The signing secret appears only in the create and rotate responses.
+missing one. The signing secret appears only in the create and rotate responses, and in the
+PATCH response that makes an event schedule a webhook; an event schedule has none (`secret: null`,
+rotate is 409 `…/not-a-webhook`).
 """
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ async def get_schedule(
 
 @router.patch(
     "/{schedule_id}",
-    response_model=ScheduleOut,
+    response_model=ScheduleWithSecret,
     responses=problem_responses(*BODY_ERRORS, 409, 412),
     summary="Partial update; send If-Match with the ETag for a safe concurrent edit",
 )
@@ -263,10 +265,10 @@ async def patch_schedule(
     body: SchedulePatch,
     principal: Principal = require_writer(WRITE),
     if_match: IfMatch = None,
-) -> ScheduleOut:
+) -> ScheduleWithSecret:
     ctx = context_of(request)
     expected = parse_if_match(if_match)
-    s = await svc.update_schedule(
+    updated = await svc.update_schedule(
         ctx.uow_factory(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
@@ -274,9 +276,11 @@ async def patch_schedule(
         expected_version=expected,
         clock=ctx.clock,
         limits=ctx.limits_for(principal.tenant_id),
+        new_secret=ctx.new_secret,
     )
-    _with_etag(response, s)
-    return await _out_read(ctx, s)
+    _with_etag(response, updated.schedule)
+    out = await _out_read(ctx, updated.schedule)
+    return ScheduleWithSecret(**out.model_dump(), secret=updated.secret)
 
 
 @router.delete(
@@ -346,7 +350,12 @@ async def resume_schedule(
     return await _out_read(ctx, s)
 
 
-@router.post("/{schedule_id}/secret/rotate", response_model=ScheduleWithSecret)
+@router.post(
+    "/{schedule_id}/secret/rotate",
+    response_model=ScheduleWithSecret,
+    responses=problem_responses(409),
+    summary="New signing secret (webhook schedules; an event schedule is 409 not-a-webhook)",
+)
 async def rotate_secret(
     request: Request,
     response: Response,

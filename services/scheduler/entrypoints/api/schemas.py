@@ -351,7 +351,11 @@ class ScheduleOut(BaseModel):
 
 
 class ScheduleWithSecret(ScheduleOut):
-    secret: str = Field(description="the signing secret; shown only on create and rotate")
+    secret: str | None = Field(
+        description="the webhook signing secret, shown only here: on create, on rotate, and on "
+        "the PATCH that makes an event schedule a webhook; null for an event schedule (nothing "
+        "is signed) and on any other PATCH"
+    )
 
 
 class ScheduleList(BaseModel):
