@@ -96,7 +96,9 @@ async def test_failed_runs_error_filters_bulk_replay_and_links_back(
     await expect(page.locator("#selected-count")).to_have_text("4 selected")
     await page.get_by_role("button", name="Replay 4 selected").click()
     await expect(page.locator("#flash")).to_have_text("Replayed 4 of 4 runs.")
-    await expect(page.locator("table.failed-runs td.outcome a", has_text="new run")).to_have_count(4)
+    await expect(page.locator("table.failed-runs td.outcome a", has_text="new run")).to_have_count(
+        4
+    )
     await shoot(page, "failed-runs-replayed")
     async with console.api() as api:
         replays = (await api.get("/v1/schedules/-/runs?trigger=replay&limit=100")).json()["items"]
