@@ -231,3 +231,41 @@ async def test_header_unread_count_follows_reads_and_new_alerts(
     await expect(badge).to_be_hidden()
     await page.clock.run_for(31_000)
     await expect(badge).to_have_text("1 unread")
+
+
+async def test_bulk_replay_is_bounded_to_one_hundred(
+    console: Console, receiver: Receiver, page: Page
+) -> None:
+    async with console.api() as api:
+        sid = await _failing(api, receiver, "many", 1000)
+        ids = [(await api.post(f"/v1/schedules/{sid}/trigger")).json()["id"] for _ in range(101)]
+
+        async def all_failed() -> bool:
+            r = await api.get(f"/v1/schedules/{sid}/runs?status=failed&limit=100")
+            first = r.json()
+            if first["next_cursor"] is None:
+                return False
+            rest = await api.get(
+                f"/v1/schedules/{sid}/runs?status=failed&limit=100&cursor={first['next_cursor']}"
+            )
+            return len(first["items"]) + len(rest.json()["items"]) == len(ids)
+
+        await wait_until(all_failed, 120, "101 failed runs")
+
+    await page.goto(console.link)
+    await page.get_by_role("link", name="Failed runs").click()
+    rows = page.locator("table.failed-runs tbody tr")
+    for shown in (50, 100, 101):
+        await expect(rows).to_have_count(shown)
+        if shown < 101:
+            await page.get_by_role("button", name="Load more").click()
+    # Ticks the first 100 and says why not the rest (the box then reads "some": indeterminate).
+    await page.get_by_label("Select all shown").click()
+    await expect(page.locator("#selected-count")).to_have_text("100 selected (at most 100 at once)")
+    await expect(page.locator("#flash")).to_contain_text("At most 100 runs")
+    await expect(page.locator("table.failed-runs input.pick:checked")).to_have_count(100)
+    # The 101st stays unticked, even by hand.
+    last = rows.nth(100).locator("input.pick")
+    await last.click()
+    await expect(last).not_to_be_checked()
+    await expect(page.get_by_role("button", name="Replay 100 selected")).to_be_enabled()
