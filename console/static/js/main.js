@@ -94,8 +94,34 @@ function signInPage() {
   return h("section", {}, h("h1", {}, "Sign in"), refused, form);
 }
 
-async function refreshUnread() {
+// The header's unread count: read on every route change, when a page says it changed (a
+// notification marked read), when the tab comes back into view, and every UNREAD_POLL_MS while
+// it is visible. One read at a time: a call while one is out asks for one more after it.
+const UNREAD_POLL_MS = 30_000;
+const unread = { inFlight: null, again: false };
+
+function refreshUnread() {
+  if (unread.inFlight) {
+    unread.again = true;
+    return unread.inFlight;
+  }
+  unread.inFlight = readUnread().finally(() => {
+    unread.inFlight = null;
+    if (unread.again) {
+      unread.again = false;
+      refreshUnread();
+    }
+  });
+  return unread.inFlight;
+}
+
+async function readUnread() {
   const el = document.getElementById("unread");
+  // Not while signed out (a gateway that signs users in sends no token here, so not hasToken).
+  if (route().path === "/sign-in") {
+    el.hidden = true;
+    return;
+  }
   try {
     const page = await get("/v1/notifications/?limit=100");
     const n = page.items.filter((i) => !i.read).length;
@@ -105,6 +131,14 @@ async function refreshUnread() {
     el.hidden = true;
   }
 }
+
+window.addEventListener("console:unread-changed", refreshUnread);
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible") refreshUnread();
+});
+setInterval(() => {
+  if (document.visibilityState === "visible") refreshUnread();
+}, UNREAD_POLL_MS);
 
 window.addEventListener("console:unauthorized", () => {
   document.getElementById("sign-out").hidden = !hasToken();

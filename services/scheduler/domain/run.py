@@ -221,6 +221,8 @@ class Run:
     (DESIGN.md §7a); None (rows from before jitter) means scheduled_for."""
     backfill_id: str | None = None
     """The backfill request a backfill run belongs to (its uniqueness with the occurrence)."""
+    replay_of: str | None = None
+    """The run a replay run replays (its id); None on every other run."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
 

@@ -273,6 +273,10 @@ class RunRepository(Protocol):
 
     async def attempts_of(self, run_id: str) -> list[Attempt]: ...
 
+    async def last_attempts_of(self, run_ids: Sequence[str]) -> dict[str, Attempt]:
+        """Each run's newest attempt (one query for a page); runs never attempted are absent."""
+        ...
+
     async def count_runs_by_bucket(
         self,
         tenant_id: str,

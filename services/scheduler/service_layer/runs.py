@@ -9,8 +9,8 @@ Dead letters are the failed runs: `list_runs(..., status=failed)`; replaying one
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,8 @@ Wake = Callable[[], None]
 class RunPage:
     items: list[Run]
     next_cursor: str | None
+    last_attempts: Mapping[str, Attempt] = field(default_factory=dict)
+    """The items' newest attempts by run id (what a list shows of each run's outcome)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,13 @@ async def replay_run(
         if original is None:
             raise NotFound("run", run_id)
         run = await _insert_now(
-            uow, tenant_id, schedule_id, Trigger.REPLAY, original.payload, clock
+            uow,
+            tenant_id,
+            schedule_id,
+            Trigger.REPLAY,
+            original.payload,
+            clock,
+            replay_of=original.id,
         )
     if wake is not None:
         wake()
@@ -82,7 +90,14 @@ async def replay_run(
 
 
 async def _insert_now(
-    uow: UnitOfWork, tenant_id: str, schedule_id: str, trigger: Trigger, payload: Any, clock: Clock
+    uow: UnitOfWork,
+    tenant_id: str,
+    schedule_id: str,
+    trigger: Trigger,
+    payload: Any,
+    clock: Clock,
+    *,
+    replay_of: str | None = None,
 ) -> Run:
     """A run due now, outside the plan, committed."""
     now = clock()
@@ -94,6 +109,7 @@ async def _insert_now(
         trigger=trigger,
         payload=payload,
     )
+    run.replay_of = replay_of
     await uow.runs.insert_runs([run])
     await uow.commit()
     return run
@@ -116,7 +132,9 @@ async def list_runs(
         rows = await uow.runs.list_runs(
             tenant_id, schedule_id, limit=limit + 1, before=before, filters=filters
         )
-    return _page(rows, limit)
+        page = _page(rows, limit)
+        attempts = await uow.runs.last_attempts_of([r.id for r in page.items if r.attempt_count])
+    return RunPage(page.items, page.next_cursor, attempts)
 
 
 async def list_tenant_runs(
@@ -134,7 +152,9 @@ async def list_tenant_runs(
         rows = await uow.runs.list_tenant_runs(
             tenant_id, limit=limit + 1, before=before, filters=filters
         )
-    return _page(rows, limit)
+        page = _page(rows, limit)
+        attempts = await uow.runs.last_attempts_of([r.id for r in page.items if r.attempt_count])
+    return RunPage(page.items, page.next_cursor, attempts)
 
 
 def _page_start(cursor: str | None, filters: RunPageFilter) -> tuple[datetime, str] | None:

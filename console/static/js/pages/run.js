@@ -1,7 +1,9 @@
 // One run: every attempt in order (status code, latency, error, response excerpt), replay. While
-// the run is unfinished the page re-reads it every second (at most two minutes).
+// the run is unfinished the page re-reads it every second (at most two minutes). A replay links
+// to the run it replays; a replayed run to its replays (one request: the schedule's newest 100
+// replay runs scheduled since it).
 import { h, replace } from "../h.js";
-import { get, post } from "../api.js";
+import { get, post, query } from "../api.js";
 import { timeEl } from "../time.js";
 import { badge, definition, empty, errorBox, flash, loading, table } from "../ui.js";
 
@@ -21,6 +23,7 @@ export async function runPage(scheduleId, runId) {
     return h("section", {}, h("h1", {}, "Run"), errorBox(err));
   }
   const body = h("div", {}, loading("run"));
+  const replays = h("p", { id: "replayed-as", hidden: true });
   const section = h("section", {},
     h("p", { class: "crumbs" }, h("a", { href: `#/schedules/${encodeURIComponent(scheduleId)}` }, name), " › run"),
     h("div", { class: "page-head" }, h("h1", {}, "Run ", h("code", {}, runId)),
@@ -35,6 +38,7 @@ export async function runPage(scheduleId, runId) {
           e.target.disabled = false;
         }
       } }, "Replay")),
+    replays,
     body);
   let polls = 0;
   const tick = async () => {
@@ -46,6 +50,7 @@ export async function runPage(scheduleId, runId) {
       return;
     }
     replace(body, render(run, zone));
+    if (polls === 0) replayedAs(replays, run);
     if (!FINISHED.has(run.status) && ++polls < MAX_POLLS && section.isConnected !== false) {
       setTimeout(() => { if (section.isConnected) tick(); }, POLL_MS);
     }
@@ -58,6 +63,7 @@ function render(run, zone) {
   const def = definition([
     ["Status", [badge(run.status), run.skip_reason ? ` ${run.skip_reason}` : ""]],
     ["Trigger", run.trigger],
+    run.replay_of ? ["Replay of", h("a", { href: runHref(run.schedule_id, run.replay_of), class: "replay-of" }, run.replay_of)] : null,
     ["Scheduled for", timeEl(run.scheduled_for, zone)],
     run.due_at !== run.scheduled_for ? ["Due at", timeEl(run.due_at, zone)] : null,
     ["Started", timeEl(run.started_at, zone)],
@@ -74,4 +80,18 @@ function render(run, zone) {
       h("td", {}, a.response_excerpt ? h("pre", { class: "excerpt" }, a.response_excerpt) : h("span", { class: "muted" }, "—")))), { className: "attempts" })
     : empty(FINISHED.has(run.status) ? "No attempt was made." : "No attempt yet; this page refreshes.");
   return h("div", {}, h("div", { class: "card" }, def), h("div", { class: "card" }, h("h2", {}, "Attempts"), attempts));
+}
+
+const runHref = (sid, rid) => `#/schedules/${encodeURIComponent(sid)}/runs/${encodeURIComponent(rid)}`;
+
+async function replayedAs(el, run) {
+  try {
+    const p = await get(`/v1/schedules/-/runs${query({ schedule_id: run.schedule_id, trigger: "replay", from: run.scheduled_for, limit: 100 })}`);
+    const found = p.items.filter((r) => r.replay_of === run.id).reverse();
+    if (!found.length) return;
+    replace(el, "Replayed as ", found.map((r, i) => [i ? ", " : "", h("a", { href: runHref(r.schedule_id, r.id), class: "replayed-as" }, r.id)]));
+    el.hidden = false;
+  } catch {
+    // Only a pointer: the run itself is shown either way.
+  }
 }

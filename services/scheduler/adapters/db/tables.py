@@ -162,6 +162,9 @@ runs = sa.Table(
     sa.Column("due_at", UTCDateTime(), nullable=True),
     # The backfill request a backfill run belongs to (migration 0007); null on other runs.
     sa.Column("backfill_id", sa.String(40), nullable=True),
+    # The run a replay run replays (migration 0012); null on other runs. Not a foreign key:
+    # retention deletes old runs, and a replay outlives the run it copied.
+    sa.Column("replay_of", sa.String(40), nullable=True),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )

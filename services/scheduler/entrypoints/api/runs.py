@@ -89,14 +89,26 @@ class RunOut(BaseModel):
     next_attempt_at: UtcTimestamp | None
     started_at: UtcTimestamp | None
     finished_at: UtcTimestamp | None
+    replay_of: str | None = Field(
+        default=None, description="a replay run: the id of the run it replays (same schedule)"
+    )
 
 
 class RunWithAttempts(RunOut):
     attempts: list[AttemptOut]
 
 
+class RunListItem(RunOut):
+    last_status_code: int | None = Field(
+        default=None, description="the newest attempt's HTTP status; null without one"
+    )
+    last_error: ErrorOut | None = Field(
+        default=None, description="the newest attempt's error; null without one or on success"
+    )
+
+
 class RunList(BaseModel):
-    items: list[RunOut]
+    items: list[RunListItem]
     next_cursor: str | None
 
 
@@ -120,7 +132,22 @@ def run_out(run: Run) -> dict[str, Any]:
         else _utc(run.next_attempt_at),
         "started_at": _utc(run.started_at),
         "finished_at": _utc(run.finished_at),
+        "replay_of": run.replay_of,
     }
+
+
+def run_list_out(page: svc.RunPage) -> dict[str, Any]:
+    items = []
+    for run in page.items:
+        last = page.last_attempts.get(run.id)
+        items.append(
+            {
+                **run_out(run),
+                "last_status_code": None if last is None else last.status_code,
+                "last_error": None if last is None else attempt_out(last)["error"],
+            }
+        )
+    return {"items": items, "next_cursor": page.next_cursor}
 
 
 def attempt_out(a: Attempt) -> dict[str, Any]:
@@ -186,7 +213,7 @@ async def list_tenant_runs(
             schedule_id=schedule_id,
         ),
     )
-    return {"items": [run_out(r) for r in page.items], "next_cursor": page.next_cursor}
+    return run_list_out(page)
 
 
 @router.get("/{schedule_id}/runs", response_model=RunList, responses=problem_responses(400))
@@ -212,7 +239,7 @@ async def list_runs(
             status=status, scheduled_from=from_, scheduled_to=to, trigger=trigger
         ),
     )
-    return {"items": [run_out(r) for r in page.items], "next_cursor": page.next_cursor}
+    return run_list_out(page)
 
 
 class StatsBucketOut(BaseModel):

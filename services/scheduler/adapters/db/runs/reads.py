@@ -78,6 +78,27 @@ class RunReads(RunSql):
         q = tenant_runs_query(tenant_id, limit=limit, before=before, filters=filters)
         return [row_to_run(r) for r in await self.conn.execute(q)]
 
+    async def last_attempts_of(self, run_ids: Sequence[str]) -> dict[str, Attempt]:
+        """Each run's newest attempt, in one query for a whole page (runs never attempted are
+        absent)."""
+        ids = sorted(set(run_ids))
+        if not ids:
+            return {}
+        d2 = delivery_attempts.alias("d2")
+        newest = (
+            sa.select(sa.func.max(d2.c.number))
+            .where(d2.c.run_id == delivery_attempts.c.run_id)
+            .scalar_subquery()
+        )
+        q = (
+            sa.select(delivery_attempts)
+            .where(self._in(delivery_attempts.c.run_id, ids))
+            .where(delivery_attempts.c.number == newest)
+        )
+        return {
+            a.run_id: a for a in (Attempt(**dict(r._mapping)) for r in await self.conn.execute(q))
+        }
+
     async def attempts_of(self, run_id: str) -> list[Attempt]:
         q = (
             sa.select(delivery_attempts)
@@ -164,21 +185,7 @@ class RunReads(RunSql):
         if run_ids:
             rq = sa.select(runs).where(self._in(runs.c.id, run_ids))
             finished = {r.id: r for r in map(row_to_run, await self.conn.execute(rq))}
-            d2 = delivery_attempts.alias("d2")
-            newest = (
-                sa.select(sa.func.max(d2.c.number))
-                .where(d2.c.run_id == delivery_attempts.c.run_id)
-                .scalar_subquery()
-            )
-            aq = (
-                sa.select(delivery_attempts)
-                .where(self._in(delivery_attempts.c.run_id, run_ids))
-                .where(delivery_attempts.c.number == newest)
-            )
-            attempts = {
-                a.run_id: a
-                for a in (Attempt(**dict(r._mapping)) for r in await self.conn.execute(aq))
-            }
+            attempts = await self.last_attempts_of(run_ids)
         out: dict[str, RunSummary] = {}
         for sid, (lid, at) in heads.items():
             run = finished.get(lid) if lid is not None else None

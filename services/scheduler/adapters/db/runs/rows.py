@@ -49,6 +49,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "created_at": run.created_at,
         "due_at": run.due_at,
         "backfill_id": run.backfill_id,
+        "replay_of": run.replay_of,
     }
 
 
@@ -72,6 +73,7 @@ def row_to_run(row: Any) -> Run:
         lease_expires_at=m["lease_expires_at"],
         due_at=m.get("due_at"),
         backfill_id=m.get("backfill_id"),
+        replay_of=m.get("replay_of"),
     )
 
 
