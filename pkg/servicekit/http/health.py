@@ -32,6 +32,9 @@ from servicekit.runtime.watchdog import Watchdog
 Readiness = Callable[[], Awaitable[bool]]
 READY_TIMEOUT_SECONDS = 2.0
 
+# The OpenAPI tag of the probes, for an app's `openapi_tags`.
+HEALTH_TAG = {"name": "health", "description": "Liveness and readiness probes; no token."}
+
 # One gauge per (registry, name): a process that builds several apps on one registry (tests, the
 # API and the worker health app of role `all`) shares it instead of failing on a duplicate.
 _READY_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Gauge]] = (
@@ -55,15 +58,19 @@ def health_router(
     *,
     metric_prefix: str | None = None,
     watchdog: Watchdog | None = None,
+    service: str = "",
 ) -> APIRouter:
-    router = APIRouter(tags=["health"])
+    """`service` names the operations in OpenAPI (`getSchedulerHealth`, `getSchedulerReadiness`):
+    a client generated for several services needs ids unique across them."""
+    router = APIRouter(tags=[HEALTH_TAG["name"]])
+    op = service[:1].upper() + service[1:]
     ready_gauge = None if metric_prefix is None else readiness_gauge(registry, metric_prefix)
 
-    @router.get("/healthz")
+    @router.get("/healthz", operation_id=f"get{op}Health")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @router.get("/readyz", response_model=None)
+    @router.get("/readyz", operation_id=f"get{op}Readiness", response_model=None)
     async def readyz() -> Response | dict[str, str]:
         overdue = watchdog.overdue() if watchdog is not None else []
         ready = not overdue and await bounded(readiness)

@@ -16,7 +16,9 @@ router = APIRouter(prefix="/v1/alert-contacts", tags=["alert-contacts"], respons
 Box = Annotated[Container, Depends(container)]
 
 
-@router.put("", response_model=AlertContactsOut, responses=BODY_ERRORS)
+@router.put(
+    "", operation_id="putAlertContacts", response_model=AlertContactsOut, responses=BODY_ERRORS
+)
 async def put_alert_contacts(
     body: AlertContactsIn,
     principal: Annotated[Principal, require("notifications:write")],
@@ -27,7 +29,7 @@ async def put_alert_contacts(
     return AlertContactsOut(emails=emails)
 
 
-@router.get("", response_model=AlertContactsOut)
+@router.get("", operation_id="getAlertContacts", response_model=AlertContactsOut)
 async def get_alert_contacts(
     principal: Annotated[Principal, require("notifications:read")], c: Box
 ) -> AlertContactsOut:

@@ -25,7 +25,12 @@ router = APIRouter(prefix="/v1/notifications", tags=["notifications"], responses
 Box = Annotated[Container, Depends(container)]
 
 
-@router.get("/", response_model=Page[NotificationOut], responses=LIST_ERRORS)
+@router.get(
+    "/",
+    operation_id="listNotifications",
+    response_model=Page[NotificationOut],
+    responses=LIST_ERRORS,
+)
 async def list_notifications(
     principal: Annotated[Principal, require("notifications:read")],
     c: Box,
@@ -38,7 +43,9 @@ async def list_notifications(
     return Page(items=[NotificationOut.of(n) for n in page], next_cursor=next_cursor)
 
 
-@router.post("/{notification_id}/read", response_model=NotificationOut)
+@router.post(
+    "/{notification_id}/read", operation_id="markNotificationRead", response_model=NotificationOut
+)
 async def mark_read(
     notification_id: IdPath,
     principal: Annotated[Principal, require("notifications:write")],

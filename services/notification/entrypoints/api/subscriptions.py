@@ -43,6 +43,10 @@ from servicekit.http.problems import (
 from webhookdeliver import InvalidTargetURL
 
 router = APIRouter(prefix="/v1/subscriptions", tags=["subscriptions"], responses=ROUTE_ERRORS)
+# A subscription's deliveries are a resource of their own in OpenAPI (one tag per operation).
+deliveries_router = APIRouter(
+    prefix="/v1/subscriptions", tags=["deliveries"], responses=ROUTE_ERRORS
+)
 
 Read = Annotated[Principal, require("notifications:read")]
 Write = Annotated[Principal, require("notifications:write")]
@@ -60,6 +64,7 @@ def _with_secret(sub: SubscriptionRecord, secret: str) -> SubscriptionWithSecret
 
 @router.post(
     "/",
+    operation_id="createSubscription",
     status_code=201,
     response_model=SubscriptionWithSecretOut,
     responses={**BODY_ERRORS, **problem_responses(409)},
@@ -94,7 +99,12 @@ async def create_subscription(
     return _with_secret(created.subscription, created.secret)
 
 
-@router.get("/", response_model=Page[SubscriptionOut], responses=LIST_ERRORS)
+@router.get(
+    "/",
+    operation_id="listSubscriptions",
+    response_model=Page[SubscriptionOut],
+    responses=LIST_ERRORS,
+)
 async def list_subscriptions(
     principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
 ) -> Page[SubscriptionOut]:
@@ -103,7 +113,7 @@ async def list_subscriptions(
     return Page(items=[SubscriptionOut.of(s) for s in page], next_cursor=next_cursor)
 
 
-@router.get("/{sub_id}", response_model=SubscriptionOut)
+@router.get("/{sub_id}", operation_id="getSubscription", response_model=SubscriptionOut)
 async def get_subscription(sub_id: IdPath, principal: Read, c: Box) -> SubscriptionOut:
     sub = await c.store.get_subscription(principal.tenant_id, sub_id)
     if sub is None:
@@ -111,7 +121,12 @@ async def get_subscription(sub_id: IdPath, principal: Read, c: Box) -> Subscript
     return SubscriptionOut.of(sub)
 
 
-@router.patch("/{sub_id}", response_model=SubscriptionOut, responses=BODY_ERRORS)
+@router.patch(
+    "/{sub_id}",
+    operation_id="updateSubscription",
+    response_model=SubscriptionOut,
+    responses=BODY_ERRORS,
+)
 async def update_subscription(
     sub_id: IdPath, body: SubscriptionPatch, principal: Write, c: Box
 ) -> SubscriptionOut:
@@ -130,7 +145,7 @@ async def update_subscription(
     return SubscriptionOut.of(sub)
 
 
-@router.delete("/{sub_id}", status_code=204)
+@router.delete("/{sub_id}", operation_id="deleteSubscription", status_code=204)
 async def delete_subscription(sub_id: IdPath, principal: Write, c: Box) -> Response:
     try:
         await c.subscriptions.delete(principal.tenant_id, sub_id)
@@ -139,7 +154,11 @@ async def delete_subscription(sub_id: IdPath, principal: Write, c: Box) -> Respo
     return Response(status_code=204)
 
 
-@router.post("/{sub_id}/secret/rotate", response_model=SubscriptionWithSecretOut)
+@router.post(
+    "/{sub_id}/secret/rotate",
+    operation_id="rotateSubscriptionSecret",
+    response_model=SubscriptionWithSecretOut,
+)
 async def rotate_secret(sub_id: IdPath, principal: Write, c: Box) -> SubscriptionWithSecretOut:
     try:
         rotated = await c.subscriptions.rotate_secret(principal.tenant_id, sub_id)
@@ -148,7 +167,12 @@ async def rotate_secret(sub_id: IdPath, principal: Write, c: Box) -> Subscriptio
     return _with_secret(rotated.subscription, rotated.secret)
 
 
-@router.get("/{sub_id}/deliveries", response_model=Page[DeliveryOut], responses=LIST_ERRORS)
+@deliveries_router.get(
+    "/{sub_id}/deliveries",
+    operation_id="listDeliveries",
+    response_model=Page[DeliveryOut],
+    responses=LIST_ERRORS,
+)
 async def list_deliveries(
     sub_id: IdPath, principal: Read, c: Box, after: After, limit: Limit = LIMIT_DEFAULT
 ) -> Page[DeliveryOut]:
@@ -159,8 +183,11 @@ async def list_deliveries(
     return Page(items=[DeliveryOut.of(d) for d in page], next_cursor=next_cursor)
 
 
-@router.post(
-    "/{sub_id}/deliveries/{delivery_id}/replay", status_code=202, response_model=DeliveryOut
+@deliveries_router.post(
+    "/{sub_id}/deliveries/{delivery_id}/replay",
+    status_code=202,
+    response_model=DeliveryOut,
+    operation_id="replayDelivery",
 )
 async def replay_delivery(
     sub_id: IdPath, delivery_id: IdPath, principal: Write, c: Box

@@ -20,6 +20,7 @@ from scheduler.entrypoints.api.runs import install_runs
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
+from servicekit.http.health import HEALTH_TAG
 from servicekit.http.metrics import HttpMetricsMiddleware
 from servicekit.http.protocol import HttpLimits
 from servicekit.http.routing import answer_both_slash_forms
@@ -28,6 +29,17 @@ from servicekit.http.unavailable import install_unavailable_handlers
 from servicekit.runtime.watchdog import Watchdog
 
 Hook = Callable[[], Awaitable[None]]
+
+# One tag per resource, each operation in exactly one; ids are declared on each route
+# (`operation_id=`, camelCase verb-first, unique across both services: docs/api.md).
+OPENAPI_TAGS = [
+    {
+        "name": "schedules",
+        "description": "Schedule definitions and state, their secrets and planned occurrences.",
+    },
+    {"name": "runs", "description": "Runs of a schedule: trigger, history, replay, backfill."},
+    HEALTH_TAG,
+]
 
 
 def create_app(
@@ -53,6 +65,7 @@ def create_app(
         title="scheduler",
         version="1",
         description="Cron-as-a-service: schedules, occurrences and (next) runs. DESIGN.md §5.",
+        openapi_tags=OPENAPI_TAGS,
         lifespan=lifespan,
     )
     app.state.ctx = ctx

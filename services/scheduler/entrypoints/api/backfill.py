@@ -61,6 +61,7 @@ class BackfillOut(BaseModel):
 
 @router.post(
     "/{schedule_id}/backfill",
+    operation_id="backfillSchedule",
     status_code=202,
     response_model=BackfillOut | BackfillPreviewOut,
     responses={

@@ -31,5 +31,9 @@ def router(
     watchdog: Watchdog | None = None,
 ) -> APIRouter:
     return health_router(
-        database_ready(check_database), registry, metric_prefix="scheduler", watchdog=watchdog
+        database_ready(check_database),
+        registry,
+        metric_prefix="scheduler",
+        watchdog=watchdog,
+        service="scheduler",
     )

@@ -163,7 +163,9 @@ def attempt_out(a: Attempt) -> dict[str, Any]:
     }
 
 
-@router.post("/{schedule_id}/trigger", status_code=202, response_model=RunOut)
+@router.post(
+    "/{schedule_id}/trigger", operation_id="triggerSchedule", status_code=202, response_model=RunOut
+)
 async def trigger(
     request: Request,
     schedule_id: IdPath,
@@ -187,7 +189,12 @@ def _aware(from_: datetime | None, to: datetime | None) -> None:
 
 
 # Declared before `/{schedule_id}/runs`, which would otherwise take `-` for a schedule id.
-@router.get("/-/runs", response_model=RunList, responses=problem_responses(400))
+@router.get(
+    "/-/runs",
+    operation_id="listTenantRuns",
+    response_model=RunList,
+    responses=problem_responses(400),
+)
 async def list_tenant_runs(
     request: Request,
     principal: Principal = require(READ),
@@ -216,7 +223,12 @@ async def list_tenant_runs(
     return run_list_out(page)
 
 
-@router.get("/{schedule_id}/runs", response_model=RunList, responses=problem_responses(400))
+@router.get(
+    "/{schedule_id}/runs",
+    operation_id="listRuns",
+    response_model=RunList,
+    responses=problem_responses(400),
+)
 async def list_runs(
     request: Request,
     schedule_id: IdPath,
@@ -265,6 +277,7 @@ class RunStatsOut(BaseModel):
 # Declared before `/{schedule_id}/runs/{run_id}`, which would otherwise take `stats` for a run id.
 @router.get(
     "/{schedule_id}/runs/stats",
+    operation_id="getRunStats",
     response_model=RunStatsOut,
     response_model_by_alias=True,
     summary="Runs per status per hour or day of a zone over a window (the console's timeline)",
@@ -305,7 +318,7 @@ async def run_stats(
     }
 
 
-@router.get("/{schedule_id}/runs/{run_id}", response_model=RunWithAttempts)
+@router.get("/{schedule_id}/runs/{run_id}", operation_id="getRun", response_model=RunWithAttempts)
 async def get_run(
     request: Request,
     schedule_id: IdPath,
@@ -321,7 +334,12 @@ async def get_run(
     return {**run_out(detail.run), "attempts": [attempt_out(a) for a in detail.attempts]}
 
 
-@router.post("/{schedule_id}/runs/{run_id}/replay", status_code=202, response_model=RunOut)
+@router.post(
+    "/{schedule_id}/runs/{run_id}/replay",
+    operation_id="replayRun",
+    status_code=202,
+    response_model=RunOut,
+)
 async def replay(
     request: Request,
     schedule_id: IdPath,

@@ -170,6 +170,7 @@ def _with_etag(response: Response, s: Schedule) -> None:
 
 @router.post(
     "/",
+    operation_id="createSchedule",
     status_code=201,
     response_model=ScheduleWithSecret,
     responses={
@@ -215,6 +216,7 @@ async def create_schedule(
 
 @router.get(
     "/",
+    operation_id="listSchedules",
     response_model=ScheduleList,
     responses=problem_responses(400),
     summary="List schedules (cursor pagination)",
@@ -240,7 +242,7 @@ async def list_schedules(
     )
 
 
-@router.get("/{schedule_id}", response_model=ScheduleOut)
+@router.get("/{schedule_id}", operation_id="getSchedule", response_model=ScheduleOut)
 async def get_schedule(
     request: Request, response: Response, schedule_id: IdPath, principal: Principal = require(READ)
 ) -> ScheduleOut:
@@ -254,6 +256,7 @@ async def get_schedule(
 
 @router.patch(
     "/{schedule_id}",
+    operation_id="updateSchedule",
     response_model=ScheduleWithSecret,
     responses=problem_responses(*BODY_ERRORS, 409, 412),
     summary="Partial update; send If-Match with the ETag for a safe concurrent edit",
@@ -284,7 +287,11 @@ async def patch_schedule(
 
 
 @router.delete(
-    "/{schedule_id}", status_code=204, response_class=Response, responses=problem_responses(412)
+    "/{schedule_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problem_responses(412),
+    operation_id="deleteSchedule",
 )
 async def delete_schedule(
     request: Request,
@@ -305,6 +312,7 @@ async def delete_schedule(
 
 @router.post(
     "/{schedule_id}/pause",
+    operation_id="pauseSchedule",
     response_model=ScheduleOut,
     responses=problem_responses(*BODY_ERRORS, 412),
 )
@@ -329,7 +337,12 @@ async def pause_schedule(
     return await _out_read(ctx, s)
 
 
-@router.post("/{schedule_id}/resume", response_model=ScheduleOut, responses=problem_responses(412))
+@router.post(
+    "/{schedule_id}/resume",
+    operation_id="resumeSchedule",
+    response_model=ScheduleOut,
+    responses=problem_responses(412),
+)
 async def resume_schedule(
     request: Request,
     response: Response,
@@ -352,6 +365,7 @@ async def resume_schedule(
 
 @router.post(
     "/{schedule_id}/secret/rotate",
+    operation_id="rotateScheduleSecret",
     response_model=ScheduleWithSecret,
     responses=problem_responses(409),
     summary="New signing secret (webhook schedules; an event schedule is 409 not-a-webhook)",
@@ -375,7 +389,9 @@ async def rotate_secret(
     return ScheduleWithSecret(**(await _out_read(ctx, s)).model_dump(), secret=secret)
 
 
-@router.get("/{schedule_id}/occurrences", response_model=OccurrencesOut)
+@router.get(
+    "/{schedule_id}/occurrences", operation_id="listOccurrences", response_model=OccurrencesOut
+)
 async def occurrences(
     request: Request,
     schedule_id: IdPath,
@@ -396,6 +412,7 @@ async def occurrences(
 
 @router.post(
     "/preview",
+    operation_id="previewSchedule",
     response_model=OccurrencesOut,
     responses=problem_responses(*BODY_ERRORS),
     summary="Annotated occurrences of timing fields, validated as create validates them; "
