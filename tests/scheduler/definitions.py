@@ -32,6 +32,7 @@ BASE = ScheduleDefinition(
     action=Action.EVENT,
     target=None,
     payload=None,
+    labels={},
     policies=RunPolicies(
         retry_policy=RetryPolicy(
             max_attempts=5,

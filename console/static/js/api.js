@@ -108,7 +108,11 @@ export const post = (path, body, opts) => api("POST", path, { ...opts, body }).t
 
 export function query(params) {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+  for (const [k, v] of Object.entries(params)) {
+    // An array repeats the parameter (`?label=a&label=b`).
+    if (Array.isArray(v)) for (const one of v) q.append(k, one);
+    else if (v !== null && v !== undefined && v !== "") q.set(k, v);
+  }
   const s = q.toString();
   return s ? `?${s}` : "";
 }

@@ -26,6 +26,14 @@ from scheduler.domain.policies import (
 from scheduler.domain.timing import Timing
 
 MAX_DESCRIPTION_CHARS = 1000
+# Labels (DESIGN.md §7b): at most 32 pairs, so a schedule's labels stay one small index entry
+# set and one console row of chips; keys and values are the Kubernetes label alphabet, which
+# needs no quoting in a `?label=k=v` query or a JSON path.
+MAX_LABELS = 32
+LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$"
+LABEL_VALUE_PATTERN = r"^[A-Za-z0-9._-]{0,63}$"
+# A schedule's key (DESIGN.md §7b): the tenant's own id for it, at most 128 characters.
+SCHEDULE_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,8 @@ class ScheduleDefinition:
     """Set for a webhook, None for an event (`problems()`)."""
     payload: Any
     policies: RunPolicies
+    labels: Mapping[str, str]
+    """Tenant-chosen key/value pairs to filter by (MAX_LABELS, the patterns above)."""
 
     def with_changes(self, changes: Mapping[str, Any]) -> ScheduleDefinition:
         """This definition with some fields replaced, named by their flat names; raises
@@ -70,6 +80,12 @@ class ScheduleDefinition:
                 parts[part] = replace(getattr(self, part), **mine)
         top = {k: v for k, v in changes.items() if k in _TOP_FIELDS}
         return replace(self, **top, **parts)
+
+    def changes_to(self, other: ScheduleDefinition) -> dict[str, Any]:
+        """The fields, by their flat names, whose value in `other` differs from this one's, with
+        `other`'s values: `self.with_changes(self.changes_to(other)) == other`."""
+        mine, theirs = _flat(self), _flat(other)
+        return {name: theirs[name] for name in FIELD_NAMES if mine[name] != theirs[name]}
 
     def problems(self) -> list[tuple[str, str]]:
         """(field, reason) for every cross-field rule this definition breaks (the timing's own
@@ -95,9 +111,21 @@ FIELD_NAMES: tuple[str, ...] = tuple(sorted(_TOP_FIELDS.union(*_PART_FIELDS.valu
 """Every field of a definition by its flat name (the API's and the table's)."""
 
 
+def _flat(d: ScheduleDefinition) -> dict[str, Any]:
+    out = {name: getattr(d, name) for name in _TOP_FIELDS}
+    for part, names in _PART_FIELDS.items():
+        value = getattr(d, part)
+        out.update({name: getattr(value, name) for name in names})
+    return out
+
+
 __all__ = [
     "FIELD_NAMES",
+    "LABEL_KEY_PATTERN",
+    "LABEL_VALUE_PATTERN",
     "MAX_DESCRIPTION_CHARS",
+    "MAX_LABELS",
+    "SCHEDULE_KEY_PATTERN",
     "RunPolicies",
     "ScheduleDefinition",
     "Target",

@@ -68,6 +68,10 @@ class Schedule:
     deleted_at: datetime | None
     planned_runs: int
     """Occurrences planned so far, skipped ones included (max_runs counts these)."""
+    key: str | None = None
+    """The tenant's own id for the schedule (DESIGN.md §7b), set when it is created and never
+    changed: it addresses the schedule (`PUT /v1/schedules/by-key/{key}`), so it is not part of
+    the definition that address takes. Unique among the tenant's live schedules."""
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
 
     # ---- construction -------------------------------------------------------------------------
@@ -80,6 +84,7 @@ class Schedule:
         definition: ScheduleDefinition,
         next_run_at: datetime | None,
         now: datetime,
+        key: str | None = None,
     ) -> Schedule:
         schedule = cls(
             id=id,
@@ -94,6 +99,7 @@ class Schedule:
             consecutive_failures=0,
             deleted_at=None,
             planned_runs=0,
+            key=key,
         )
         schedule._record("schedule.created", now)
         return schedule
@@ -104,12 +110,18 @@ class Schedule:
         return self.deleted_at is not None
 
     def update(
-        self, changes: Mapping[str, Any], *, next_run_at: datetime | None, now: datetime
+        self,
+        changes: Mapping[str, Any],
+        *,
+        next_run_at: datetime | None,
+        now: datetime,
+        secret_changed: bool = False,
     ) -> None:
         """Apply definition fields by their flat names (already validated); `next_run_at` is what
         the caller computed for the resulting timing (ignored while paused). A completed schedule
         whose timing changed becomes active again when `next_run_at` is not None. A no-op change
-        still bumps the version, so a client's If-Match sequence stays simple."""
+        still bumps the version, so a client's If-Match sequence stays simple. `secret_changed`: the
+        caller replaced the signing secret too (the event names `secret`, never its value)."""
         self._ensure_alive()
         self.definition = self.definition.with_changes(changes)
         reopened = (
@@ -122,7 +134,8 @@ class Schedule:
         if self.state is ScheduleState.ACTIVE:
             self.next_run_at = next_run_at
         self._touch(now)
-        self._record("schedule.updated", now, {"changed": sorted(changes)})
+        changed = sorted({*changes, "secret"} if secret_changed else changes)
+        self._record("schedule.updated", now, {"changed": changed})
         if self.state is ScheduleState.ACTIVE and self.next_run_at is None:
             self.complete(now)
 
@@ -196,6 +209,7 @@ class Schedule:
         timing = definition.timing
         data: dict[str, Any] = {
             "name": definition.name,
+            "key": self.key,
             "cron": timing.cron,
             "run_at": None if timing.run_at is None else format_utc(timing.run_at),
             "timezone": timing.timezone,

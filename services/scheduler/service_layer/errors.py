@@ -79,6 +79,14 @@ class DuplicateKey(ServiceError):
     """Raised by repositories when a unique key is violated at commit (a concurrent twin won)."""
 
 
+class KeyConflict(ServiceError):
+    """Another live schedule of the tenant has this key (409 `.../key-conflict`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"another schedule of this tenant has the key {key!r}")
+        self.key = key
+
+
 class TenantSuspended(ServiceError):
     """The tenant is suspended: writes are refused (403 `.../tenant-suspended`); reads work."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    KeyConflict,
     NotAWebhook,
     NotFound,
     QuotaExceeded,
@@ -69,6 +71,18 @@ class Updated:
     schedule: Schedule
     secret: str | None
     """The new signing secret when this update made an event schedule a webhook, else None."""
+
+
+@dataclass(frozen=True)
+class Put:
+    """What `PUT /v1/schedules/by-key/{key}` did: created (then `secret` is the generated one,
+    or None when supplied or an event schedule), updated (`changed` names the fields), or
+    nothing (`changed` empty, nothing written)."""
+
+    schedule: Schedule
+    created: bool
+    changed: tuple[str, ...]
+    secret: str | None
 
 
 @dataclass(frozen=True)
@@ -142,12 +156,21 @@ async def create_schedule(
     limits: Entitlements,
     idempotency_key: str | None = None,
     body_hash: str | None = None,
+    key: str | None = None,
+    secret: str | None = None,
 ) -> Created:
     """Create a schedule. With an Idempotency-Key: the same key and body return the first result
     (`replayed=True`, same secret: the client may have lost the first response); the same key
-    with another body is IdempotencyConflict. Two racing twins: the loser replays the winner."""
+    with another body is IdempotencyConflict. Two racing twins: the loser replays the winner.
+    `key`: the tenant's id for it (KeyConflict when a live schedule has it); `secret`: a signing
+    secret the tenant supplied instead of a generated one (`Created.secret` is then None: it is
+    never returned)."""
     now = clock()
+    _check_secret(definition, secret)
     timing = await off_loop(_validated, definition, limits, now)
+    if secret is not None:
+        supplied = secret
+        new_secret = lambda: supplied  # noqa: E731
     for attempt in range(2):
         try:
             return await _create_once(
@@ -160,6 +183,8 @@ async def create_schedule(
                 limits,
                 idempotency_key,
                 body_hash,
+                key,
+                hide_secret=secret is not None,
             )
         except DuplicateKey:
             if attempt == 1 or idempotency_key is None:
@@ -177,6 +202,9 @@ async def _create_once(
     limits: Entitlements,
     idempotency_key: str | None,
     body_hash: str | None,
+    key: str | None,
+    *,
+    hide_secret: bool,
 ) -> Created:
     async with uow:
         if idempotency_key is not None:
@@ -188,7 +216,8 @@ async def _create_once(
                 if existing is None:  # deleted since: the key stays spent
                     raise IdempotencyConflict(idempotency_key)
                 secrets = await uow.schedules.secrets(tenant_id, existing.id, clock())
-                return Created(existing, secrets[0] if secrets else None, replayed=True)
+                shown = secrets[0] if secrets and not hide_secret else None
+                return Created(existing, shown, replayed=True)
         count = await uow.schedules.count_live(tenant_id)
         if count >= limits.max_schedules:
             raise QuotaExceeded("max_schedules", limits.max_schedules, count + 1)
@@ -199,6 +228,7 @@ async def _create_once(
             definition=definition,
             next_run_at=await off_loop(timing.first_after, now),
             now=now,
+            key=key,
         )
         # Only a webhook is signed: an event schedule gets no secret at all.
         secret = new_secret() if definition.action is Action.WEBHOOK else None
@@ -211,7 +241,81 @@ async def _create_once(
                 now,
             )
         await uow.commit()
-        return Created(schedule, secret, replayed=False)
+        return Created(schedule, None if hide_secret else secret, replayed=False)
+
+
+def _check_secret(definition: ScheduleDefinition, secret: str | None) -> None:
+    if secret is not None and definition.action is not Action.WEBHOOK:
+        raise InvalidInput("secret", "must be absent when action is 'event' (nothing is signed)")
+
+
+async def put_schedule_by_key(
+    uow_factory: Callable[[], UnitOfWork],
+    definition: ScheduleDefinition,
+    *,
+    tenant_id: str,
+    key: str,
+    secret: str | None,
+    clock: Clock,
+    new_secret: SecretFactory,
+    limits: Entitlements,
+) -> Put:
+    """Create the tenant's schedule with this key, or bring it to `definition` (and the supplied
+    `secret`, which replaces the current one). Nothing changed: nothing is written, so version,
+    updated_at and the outbox stay. A change goes the PATCH way (`update_schedule`: version,
+    `schedule.updated`, a timing change re-plans). Two racing creates of one key: the loser
+    reads the winner's schedule and answers as an update (usually "unchanged")."""
+    _check_secret(definition, secret)
+    for attempt in range(2):
+        async with uow_factory() as uow:
+            existing = await uow.schedules.get_by_key(tenant_id, key)
+            current = None
+            if existing is not None and secret is not None:
+                found = await uow.schedules.secrets(tenant_id, existing.id, clock())
+                current = found[0] if found else None
+        if existing is None:
+            try:
+                created = await create_schedule(
+                    uow_factory(),
+                    definition,
+                    tenant_id=tenant_id,
+                    clock=clock,
+                    new_secret=new_secret,
+                    limits=limits,
+                    key=key,
+                    secret=secret,
+                )
+            except KeyConflict:
+                if attempt == 1:
+                    raise
+                continue
+            return Put(created.schedule, True, (), created.secret)
+        changes = existing.definition.changes_to(definition)
+        new_key = secret is not None and (
+            current is None or not hmac.compare_digest(current.encode(), secret.encode())
+        )
+        if not changes and not new_key:
+            return Put(existing, False, (), None)
+        try:
+            updated = await update_schedule(
+                uow_factory(),
+                tenant_id=tenant_id,
+                schedule_id=existing.id,
+                changes=changes,
+                expected_version=existing.version,
+                clock=clock,
+                limits=limits,
+                new_secret=new_secret,
+                secret=secret if new_key else None,
+            )
+        except VersionMismatch:
+            # A concurrent writer got there first: compare against what it wrote, once.
+            if attempt == 1:
+                raise
+            continue
+        changed = tuple(sorted({*changes, "secret"} if new_key else changes))
+        return Put(updated.schedule, False, changed, updated.secret)
+    raise AssertionError("unreachable")
 
 
 async def get_schedule(uow: UnitOfWork, *, tenant_id: str, schedule_id: str) -> Schedule:
@@ -268,6 +372,7 @@ async def update_schedule(
     clock: Clock,
     limits: Entitlements,
     new_secret: SecretFactory | None = None,
+    secret: str | None = None,
 ) -> Updated:
     """Partial update. An action change moves the signing secret with it: event -> webhook
     generates one (`new_secret`, returned once in `Updated.secret`), webhook -> event drops the
@@ -275,7 +380,9 @@ async def update_schedule(
     recomputes next_run_at from now; on a completed schedule it makes it active again when an
     occurrence is left (then it counts toward max_schedules again). It holds the schedule's row
     lock, so the planner cannot plan under the old timing meanwhile, and deletes the runs planned
-    ahead that are not the new timing's next occurrences (domain/retime.py)."""
+    ahead that are not the new timing's next occurrences (domain/retime.py). `secret`: a
+    tenant-supplied signing secret that replaces the current one at once (no grace: the tenant
+    chose it and knows when its receiver has it); never returned."""
     retimed = bool(TIMING_FIELDS & set(changes))
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
@@ -307,11 +414,19 @@ async def update_schedule(
                     raise QuotaExceeded(violation.key, violation.limit, violation.current)
         else:
             next_run_at = schedule.next_run_at
-        secret = await _follow_action(uow, schedule, definition.action, new_secret)
-        schedule.update(changes, next_run_at=next_run_at, now=now)
+        _check_secret(definition, secret)
+        if secret is not None:
+            supplied = secret
+            new_secret = lambda: supplied  # noqa: E731
+        shown = await _follow_action(uow, schedule, definition.action, new_secret)
+        if secret is not None and shown is None:
+            await uow.schedules.set_secret(tenant_id, schedule.id, secret, keep_previous_until=None)
+        schedule.update(
+            changes, next_run_at=next_run_at, now=now, secret_changed=secret is not None
+        )
         await uow.schedules.save(schedule)
         await uow.commit()
-        return Updated(schedule, secret)
+        return Updated(schedule, None if secret is not None else shown)
 
 
 async def _follow_action(
@@ -518,6 +633,7 @@ async def _change(
 __all__ = [
     "Created",
     "Page",
+    "Put",
     "ScheduleDeleted",
     "Updated",
     "create_schedule",
@@ -527,6 +643,7 @@ __all__ = [
     "pause_schedule",
     "preview_occurrences",
     "preview_timing",
+    "put_schedule_by_key",
     "request_hash",
     "resume_schedule",
     "rotate_secret",

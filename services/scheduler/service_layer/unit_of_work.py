@@ -38,6 +38,9 @@ from scheduler.service_layer.run_ports import RunRepository
 class ListFilter:
     state: ScheduleState | None = None
     action: Action | None = None
+    labels: tuple[tuple[str, str | None], ...] = ()
+    """Every (key, value) must hold: the label equals value, or (value None) is present."""
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,13 @@ class ScheduleRepository(abc.ABC):
             self.seen[schedule.id] = schedule
         return schedule
 
+    async def get_by_key(self, tenant_id: str, key: str) -> Schedule | None:
+        """The tenant's live schedule with this key, tracked like `get()`."""
+        schedule = await self._get(tenant_id, None, key=key)
+        if schedule is not None:
+            self.seen[schedule.id] = schedule
+        return schedule
+
     async def lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         """Live or deleted schedules by id (any tenant: the workers' view), locked until commit
         in id order (so two transactions never deadlock), tracked like `get()`."""
@@ -72,7 +82,10 @@ class ScheduleRepository(abc.ABC):
     async def _add(self, schedule: Schedule, secret: str | None) -> None: ...
 
     @abc.abstractmethod
-    async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None: ...
+    async def _get(
+        self, tenant_id: str, schedule_id: str | None, *, key: str | None = None
+    ) -> Schedule | None:
+        """By id, or (schedule_id None) by key among the live schedules."""
 
     @abc.abstractmethod
     async def _lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]: ...

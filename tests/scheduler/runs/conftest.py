@@ -150,6 +150,7 @@ async def add_schedule(
     overlap: OverlapPolicy = OverlapPolicy.ALLOW,
     timeout_seconds: int = 10,
     action: Action = Action.WEBHOOK,
+    secret: str | None = None,
 ) -> Schedule:
     spec = definition(
         name=name,
@@ -178,5 +179,6 @@ async def add_schedule(
         clock=container.clock,
         new_secret=container.new_secret,
         limits=Entitlements(max_schedules=100_000, min_interval_seconds=60),
+        secret=secret,
     )
     return created.schedule

@@ -64,6 +64,7 @@ BODY: dict[str, Any] = {
     "misfire_policy": "skip",
     "overlap_policy": "buffer_one",
     "breaker": {"failure_threshold": 11},
+    "labels": {"team": "billing", "example.com/tier": "gold-1"},
 }
 MINIMAL: dict[str, Any] = {"name": "n", "cron": "* * * * *", "timezone": "UTC"}
 # The schedule's own columns and output fields, besides its definition's.
@@ -82,8 +83,18 @@ LIFE_COLUMNS = {
     "secret_ciphertext",
     "previous_secret_ciphertext",
     "previous_secret_expires_at",
+    "key",
 }
-LIFE_OUTPUT = {"id", "state", "paused_reason", "next_run_at", "created_at", "updated_at", "version"}
+LIFE_OUTPUT = {
+    "id",
+    "key",
+    "state",
+    "paused_reason",
+    "next_run_at",
+    "created_at",
+    "updated_at",
+    "version",
+}
 # Read-side: from the schedule's runs and its breaker count, not from the definition.
 LIFE_OUTPUT |= {"last_run", "next_occurrence_at", "consecutive_failures"}
 
@@ -100,7 +111,9 @@ def api_json(definition: ScheduleDefinition) -> dict[str, Any]:
 def test_every_shape_names_the_same_fields() -> None:
     names = set(FIELD_NAMES)
     assert set(BODY) == names, "BODY must set every field"
-    assert set(ScheduleCreate.model_fields) == names
+    # The key addresses a schedule (set once, not part of what PUT by key compares) and the
+    # secret is never stored as a definition field.
+    assert set(ScheduleCreate.model_fields) == names | {"key", "secret"}
     assert set(SchedulePatch.model_fields) == names
     assert set(ScheduleOut.model_fields) == names | LIFE_OUTPUT
     assert {c.name for c in schedules.columns} == names | LIFE_COLUMNS
@@ -111,6 +124,9 @@ def test_every_shape_names_the_same_fields() -> None:
 
 def test_body_differs_from_every_default() -> None:
     defaults = ScheduleCreate.model_validate(MINIMAL).model_dump(mode="json")
+    assert defaults["labels"] == {}
+    assert defaults["key"] is None
+    assert defaults["secret"] is None
     for name in FIELD_NAMES:
         assert BODY[name] != defaults[name], name
 

@@ -7,6 +7,7 @@ import httpx
 # DESIGN.md §5's table, as (method, path) pairs.
 DESIGN_ROUTES = {
     ("post", "/v1/schedules/"),
+    ("put", "/v1/schedules/by-key/{key}"),
     ("get", "/v1/schedules/"),
     ("get", "/v1/schedules/{schedule_id}"),
     ("patch", "/v1/schedules/{schedule_id}"),

@@ -20,8 +20,25 @@ const FIELDS = {
   cron: "f-cron", timezone: "f-timezone", dst_policy: "f-dst", "retry_policy.max_attempts": "f-attempts",
   "retry_policy.initial_backoff_seconds": "f-backoff", "breaker.failure_threshold": "f-threshold",
   misfire_policy: "f-misfire", overlap_policy: "f-overlap", run_at: "f-run-at", start_at: "f-start",
-  end_at: "f-end", max_runs: "f-max-runs", jitter_seconds: "f-jitter",
+  end_at: "f-end", max_runs: "f-max-runs", jitter_seconds: "f-jitter", labels: "f-labels", key: "f-key",
 };
+
+// `team=billing` lines (a line without `=` is a label with an empty value) <-> the labels object.
+export function parseLabels(text) {
+  const out = {};
+  for (const line of text.split("\n")) {
+    const t = line.trim();
+    if (!t) continue;
+    const i = t.indexOf("=");
+    if (i < 0) out[t] = "";
+    else out[t.slice(0, i).trim()] = t.slice(i + 1).trim();
+  }
+  return out;
+}
+
+function labelLines(labels) {
+  return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join("\n");
+}
 
 function zones() {
   try {
@@ -61,6 +78,9 @@ export async function formPage(id) {
   const c = {
     name: h("input", { value: v(s?.name, ""), required: true, maxlength: 200, autocomplete: "off" }),
     description: h("input", { value: v(s?.description, "") }),
+    labels: h("textarea", { rows: 2, placeholder: "team=billing\nenv=prod", spellcheck: "false" }),
+    // The key addresses a schedule (PUT by key): set when it is created, never changed.
+    key: h("input", { value: v(s?.key, ""), maxlength: 128, autocomplete: "off", spellcheck: "false", disabled: Boolean(s) }),
     action: h("select", {}, option("webhook", "webhook (POST to a URL)", v(s?.action, "webhook")), option("event", "event (emit schedule.triggered)", v(s?.action, "webhook"))),
     url: h("input", { type: "url", value: v(s?.target?.url, ""), placeholder: "https://example.com/hook" }),
     timeout: h("input", { type: "number", min: 1, max: 60, value: v(s?.target?.timeout_seconds, 10) }),
@@ -82,6 +102,7 @@ export async function formPage(id) {
     overlap: h("select", {}, choices(["allow", "skip", "buffer_one"], v(s?.overlap_policy, "allow"))),
     after: h("input", { type: "date" }),
   };
+  c.labels.value = labelLines(s?.labels);
   if (s?.target?.headers && Object.keys(s.target.headers).length) c.headers.value = JSON.stringify(s.target.headers);
   if (s && s.payload !== null && s.payload !== undefined) c.payload.value = JSON.stringify(s.payload, null, 2);
   // Instants are typed as wall time in the schedule's zone.
@@ -116,6 +137,8 @@ export async function formPage(id) {
     general,
     field("f-name", "Name", c.name),
     field("f-description", "Description", c.description),
+    field("f-key", "Key", c.key, s ? "Set when the schedule was created; it does not change." : "Optional; your own unique id for it, e.g. billing/nightly."),
+    field("f-labels", "Labels", c.labels, "One key=value per line; filter the list by them."),
     field("f-action", "Action", c.action),
     webhookOnly,
     field("f-payload", "Payload (JSON)", c.payload, "Optional; the webhook body or the event's data."),
@@ -229,9 +252,11 @@ export async function formPage(id) {
       breaker: { ...(s?.breaker || {}), failure_threshold: Number(c.threshold.value) },
       misfire_policy: c.misfire.value,
       overlap_policy: c.overlap.value,
+      labels: parseLabels(c.labels.value),
     };
     Object.assign(out, timing());
     if (!s) out.action = c.action.value;
+    if (!s && c.key.value.trim()) out.key = c.key.value.trim();
     if (c.action.value === "webhook") {
       out.target = { ...(s?.target || {}), url: c.url.value.trim(), timeout_seconds: Number(c.timeout.value) };
       const headers = json(c.headers, "f-headers", "object").value;

@@ -7,7 +7,7 @@ import { cronInWords } from "../cron.js";
 import { timeEl, wallToInstant } from "../time.js";
 import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
-import { pausedText } from "./schedules.js";
+import { labelChips, pausedText } from "./schedules.js";
 
 const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
@@ -32,6 +32,8 @@ export async function schedulePage(id) {
     h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit"));
   const def = definition([
     s.description ? ["Description", s.description] : null,
+    s.key ? ["Key", h("code", { class: "wrap", id: "schedule-key" }, s.key)] : null,
+    s.labels && Object.keys(s.labels).length ? ["Labels", labelChips(s.labels)] : null,
     ["State", s.paused_reason ? `${s.state} — ${pausedText(s)}` : s.state],
     ["Schedule", s.cron ? [words ? `${words} — ` : "", h("code", {}, s.cron)] : ["once at ", timeEl(s.run_at, s.timezone)]],
     ["Time zone", s.timezone],

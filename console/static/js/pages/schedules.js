@@ -1,5 +1,6 @@
 // Schedules: every schedule of the tenant (pages of 100 until the cursor ends), filtered by
-// state and action through the API and by name in the page. Next and last run come with each
+// state, action and labels (`team=billing env`: each term a `?label=`, all must hold) through
+// the API and by name in the page. Labels show as chips (text only). Next and last run come with each
 // schedule (`next_occurrence_at`: runs planned ahead count as next; `last_run`: the last
 // finished one). The 7-day bar comes from /runs/stats?window=week, fetched only for rows
 // scrolled into view (a few requests at a time), so a thousand schedules cost a thousand rows,
@@ -19,6 +20,10 @@ export async function schedulesPage() {
   const { params } = route();
   const state = params.get("state") || "";
   const action = params.get("action") || "";
+  const labelText = params.get("label") || "";
+  const labels = labelTerms(labelText);
+  const labelInput = h("input", { id: "labels", type: "search", value: labelText, placeholder: "team=billing env",
+    onchange: (e) => setFilter("label", e.target.value.trim()) });
   const search = h("input", { id: "search", type: "search", value: params.get("q") || "", placeholder: "nightly…" });
   const setFilter = (key, value) => {
     const p = route().params;
@@ -38,9 +43,10 @@ export async function schedulesPage() {
     h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
       h("div", { class: "field" }, h("label", { for: "search" }, "Search by name"), search),
       h("div", { class: "field" }, h("label", { for: "state" }, "State"), stateSel),
-      h("div", { class: "field" }, h("label", { for: "action" }, "Action"), actionSel)),
+      h("div", { class: "field" }, h("label", { for: "action" }, "Action"), actionSel),
+      h("div", { class: "field" }, h("label", { for: "labels" }, "Labels"), labelInput)),
     count, body);
-  load(body, count, search, { state, action });
+  load(body, count, search, { state, action, label: labels });
   return page;
 }
 
@@ -59,7 +65,7 @@ async function load(body, count, search, filters) {
     return;
   }
   if (!items.length) {
-    replace(body, empty(filters.state || filters.action ? "No schedule matches these filters." : "No schedules yet.",
+    replace(body, empty(filters.state || filters.action || filters.label.length ? "No schedule matches these filters." : "No schedules yet.",
       h("a", { href: "#/schedules/new", class: "button" }, "Create your first schedule")));
     count.textContent = "";
     return;
@@ -102,7 +108,7 @@ function row(s) {
   const last = h("td", { class: "last-run" }, lastRun(s));
   const bar = h("td", { class: "week" }, h("span", { class: "muted" }, "…"));
   const tr = h("tr", { dataset: { id: s.id } },
-    h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(s.id)}`, class: "name" }, s.name)),
+    h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(s.id)}`, class: "name" }, s.name), labelChips(s.labels)),
     h("td", {}, badge(s.state), s.paused_reason ? h("div", { class: "muted small" }, pausedText(s)) : null),
     h("td", {}, s.cron ? [words ? h("div", {}, words) : null, h("code", {}, s.cron)] : h("span", {}, "once")),
     h("td", {}, s.timezone),
@@ -138,6 +144,19 @@ function observeStats(rows) {
 
 function fill(r, st) {
   replace(r.bar, stats.weekBar(st));
+}
+
+// `team=billing env` or `team=billing, env`: one `?label=` term each.
+export function labelTerms(text) {
+  return text.split(/[\s,]+/).filter(Boolean);
+}
+
+// A schedule's labels as chips: `key=value`, text only.
+export function labelChips(labels) {
+  const entries = Object.entries(labels || {});
+  if (!entries.length) return null;
+  return h("div", { class: "labels" },
+    entries.map(([k, v]) => h("span", { class: "chip label", title: `label ${k}` }, v ? `${k}=${v}` : k)));
 }
 
 // The breaker's pause says what tripped it; a tenant's own reason is shown as given.

@@ -4,6 +4,7 @@ invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -11,10 +12,11 @@ from enum import Enum
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from scheduler.adapters.db.tables import idempotency_keys, schedules
+from scheduler.adapters.db.tables import KEY_INDEX, idempotency_keys, schedules
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.definition import (
     FIELD_NAMES,
@@ -33,7 +35,7 @@ from scheduler.domain.policies import (
 )
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.timing import Timing
-from scheduler.service_layer.errors import DuplicateKey, VersionMismatch
+from scheduler.service_layer.errors import DuplicateKey, KeyConflict, VersionMismatch
 from scheduler.service_layer.unit_of_work import (
     IdempotencyRecord,
     IdempotencyRepository,
@@ -89,6 +91,7 @@ def definition_to_row(d: ScheduleDefinition) -> dict[str, Any]:
         "misfire_policy": p.misfire_policy.value,
         "overlap_policy": p.overlap_policy.value,
         "breaker": asdict(p.breaker),
+        "labels": dict(d.labels),
     }
 
 
@@ -126,6 +129,7 @@ def definition_from_row(m: Mapping[Any, Any]) -> ScheduleDefinition:
         policies=_policies(
             m["retry_policy"], m["misfire_policy"], m["overlap_policy"], m["breaker"]
         ),
+        labels=m["labels"],
     )
 
 
@@ -167,6 +171,7 @@ def schedule_to_row(s: Schedule) -> dict[str, Any]:
         "version": s.version,
         "consecutive_failures": s.consecutive_failures,
         "planned_runs": s.planned_runs,
+        "key": s.key,
     }
 
 
@@ -185,6 +190,7 @@ def row_to_schedule(row: Any) -> Schedule:
         version=m["version"],
         consecutive_failures=m["consecutive_failures"],
         planned_runs=m["planned_runs"],
+        key=m["key"],
     )
 
 
@@ -213,13 +219,24 @@ class SqlScheduleRepository(ScheduleRepository):
     async def _add(self, schedule: Schedule, secret: str | None) -> None:
         row = schedule_to_row(schedule)
         row["secret_ciphertext"] = self.box.stored(secret, schedule_id=schedule.id)
-        await _execute(self.conn, sa.insert(schedules).values(**row))
+        try:
+            await _execute(self.conn, sa.insert(schedules).values(**row))
+        except DuplicateKey as exc:
+            # Read by the index's name (PostgreSQL) or its columns (SQLite names no index).
+            if schedule.key is not None and _is_key_violation(str(exc)):
+                raise KeyConflict(schedule.key) from None
+            raise
         self._track(schedule)
 
-    async def _get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
-        result = await self.conn.execute(
-            self._scoped(tenant_id).where(schedules.c.id == schedule_id)
-        )
+    async def _get(
+        self, tenant_id: str, schedule_id: str | None, *, key: str | None = None
+    ) -> Schedule | None:
+        q = self._scoped(tenant_id)
+        if schedule_id is not None:
+            q = q.where(schedules.c.id == schedule_id)
+        else:
+            q = q.where(schedules.c.key == key).where(schedules.c.key.is_not(None))
+        result = await self.conn.execute(q)
         row = result.first()
         if row is None:
             return None
@@ -273,11 +290,25 @@ class SqlScheduleRepository(ScheduleRepository):
         after: tuple[datetime, str] | None,
         filters: ListFilter,
     ) -> Sequence[Schedule]:
+        result = await self.conn.execute(self.page_query(tenant_id, limit, after, filters))
+        return [row_to_schedule(r) for r in result]
+
+    def page_query(
+        self,
+        tenant_id: str,
+        limit: int,
+        after: tuple[datetime, str] | None,
+        filters: ListFilter,
+    ) -> sa.Select[Any]:
+        """`list_page`'s statement (the EXPLAIN tests read its plan)."""
         q = self._scoped(tenant_id)
         if filters.state is not None:
             q = q.where(schedules.c.state == filters.state.value)
         if filters.action is not None:
             q = q.where(schedules.c.action == filters.action.value)
+        if filters.key is not None:
+            q = q.where(schedules.c.key == filters.key)
+        q = q.where(*self._label_conditions(filters.labels))
         if after is not None:
             at, last_id = after
             q = q.where(
@@ -286,9 +317,43 @@ class SqlScheduleRepository(ScheduleRepository):
                     sa.and_(schedules.c.created_at == at, schedules.c.id > last_id),
                 )
             )
-        q = q.order_by(schedules.c.created_at, schedules.c.id).limit(limit)
-        result = await self.conn.execute(q)
-        return [row_to_schedule(r) for r in result]
+        return q.order_by(schedules.c.created_at, schedules.c.id).limit(limit)
+
+    def _label_conditions(
+        self, labels: Sequence[tuple[str, str | None]]
+    ) -> list[sa.ColumnElement[bool]]:
+        if not labels:
+            return []
+        column = schedules.c.labels
+        if self.conn.dialect.name == "postgresql":
+            # One containment for every equality, `?` for each presence: both GIN-indexed.
+            equal = {k: v for k, v in labels if v is not None}
+            out: list[sa.ColumnElement[bool]] = [
+                column.op("?", is_comparison=True)(sa.literal(k, sa.Text))
+                for k, v in labels
+                if v is None
+            ]
+            if equal:
+                out.append(
+                    column.op("@>", is_comparison=True)(
+                        sa.cast(sa.literal(_json(equal), sa.Text), JSONB)
+                    )
+                )
+            return out
+        # SQLite: label keys need no quoting inside a JSON path (their alphabet has no quote).
+        conditions: list[sa.ColumnElement[bool]] = []
+        for k, v in labels:
+            path = f'$."{k}"'
+            if v is None:
+                conditions.append(sa.func.json_type(column, path).is_not(None))
+            else:
+                conditions.append(
+                    sa.and_(
+                        sa.func.json_type(column, path) == "text",
+                        sa.func.json_extract(column, path) == v,
+                    )
+                )
+        return conditions
 
     async def count_live(self, tenant_id: str) -> int:
         # Completed schedules can never fire again: they do not count toward max_schedules.
@@ -358,6 +423,14 @@ class SqlIdempotencyRepository(IdempotencyRepository):
                 created_at=now,
             ),
         )
+
+
+def _is_key_violation(message: str) -> bool:
+    return KEY_INDEX in message or "schedules.tenant_id, schedules.key" in message
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 async def _execute(conn: AsyncConnection, statement: Any) -> Any:

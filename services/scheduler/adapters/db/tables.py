@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from scheduler.adapters.db.types import JSONText, partial_index
+from scheduler.adapters.db.types import JSONText, LabelsJSON, partial_index
 from servicekit.data.columns import UTCDateTime
 
 metadata = sa.MetaData()
@@ -79,10 +79,22 @@ schedules = sa.Table(
     sa.Column("run_at", UTCDateTime(), nullable=True),
     sa.Column("jitter_seconds", sa.Integer(), nullable=False, server_default="0"),
     sa.Column("planned_runs", sa.Integer(), nullable=False, server_default="0"),
+    # Labels and key (migration 0013, DESIGN.md §7b).
+    sa.Column("labels", LabelsJSON, nullable=False, server_default="{}"),
+    sa.Column("key", sa.String(128), nullable=True),
 )
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
 partial_index("ix_schedules_due", schedules.c.next_run_at, where=ACTIVE_LIVE_SQL)
 sa.Index("ix_schedules_tenant_order", schedules.c.tenant_id, schedules.c.created_at, schedules.c.id)
+# A key names one live schedule of its tenant; a deleted schedule's key is free again. The
+# repository reads a violation of this index by its name as 409 key-conflict.
+KEY_INDEX = "uq_schedules_tenant_key"
+LIVE_KEY_SQL = "deleted_at IS NULL AND key IS NOT NULL"
+partial_index(KEY_INDEX, schedules.c.tenant_id, schedules.c.key, where=LIVE_KEY_SQL, unique=True)
+# Label filters (`?label=k=v` is `labels @> {"k": "v"}`, `?label=k` is `labels ? 'k'`): one GIN
+# index with the default jsonb_ops class serves both (jsonb_path_ops would serve only `@>`).
+# PostgreSQL only: SQLite filters the tenant's rows with json_extract.
+sa.Index("ix_schedules_labels", schedules.c.labels, postgresql_using="gin")
 
 idempotency_keys = sa.Table(
     "idempotency_keys",

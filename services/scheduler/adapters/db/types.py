@@ -3,6 +3,8 @@
 UTCDateTime: servicekit's (`servicekit.data.columns`), the one of both services; its name stays
 importable here for the migrations and statements that name it.
 JSONText: JSON as text (no dialect-specific JSON operators are used).
+LabelsJSON: a schedule's labels, jsonb on PostgreSQL (GIN-indexed: `@>` and `?` filters) and JSON
+text on SQLite (json_extract / json_type filters).
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 from servicekit.data.columns import UTCDateTime
 from servicekit.data.json_encoding import compact_json, parse_json
 
-__all__ = ["JSONText", "UTCDateTime", "partial_index"]
+__all__ = ["JSONText", "LabelsJSON", "UTCDateTime", "partial_index"]
 
 
 class JSONText(TypeDecorator[Any]):
@@ -32,6 +35,10 @@ class JSONText(TypeDecorator[Any]):
         if value is None:
             return None
         return parse_json(value)
+
+
+# none_as_null=False is irrelevant: labels are never None (an empty object at least).
+LabelsJSON = sa.JSON().with_variant(JSONB(), "postgresql")
 
 
 def partial_index(name: str, *columns: Any, where: str, unique: bool = False) -> sa.Index:

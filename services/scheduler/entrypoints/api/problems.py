@@ -20,6 +20,7 @@ from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    KeyConflict,
     NotAWebhook,
     NotFound,
     QuotaExceeded,
@@ -100,6 +101,8 @@ async def _service(request: Request, exc: Exception) -> JSONResponse:
             limit_value=exc.limit_value,
             current=exc.current,
         )
+    if isinstance(exc, KeyConflict):
+        return problem(request, 409, str(exc), slug="key-conflict")
     if isinstance(exc, DuplicateKey):
         return problem(request, 409, "a concurrent request created the same resource; retry")
     if isinstance(exc, NotAWebhook):

@@ -1,5 +1,5 @@
 """/v1/schedules/ routes: create, list, get, patch, delete, pause, resume, rotate, occurrences,
-and the stateless preview of timing fields (DESIGN.md §7a).
+the stateless preview of timing fields (DESIGN.md §7a), and PUT by key (§7b).
 
 Every route is scoped to the caller's tenant: another tenant's id answers 404 exactly like a
 missing one. The signing secret appears only in the create and rotate responses, and in the
@@ -9,6 +9,7 @@ rotate is 409 `…/not-a-webhook`).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -16,7 +17,12 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 
 from authclient import Principal
 from authclient.fastapi import require
-from scheduler.domain.definition import ScheduleDefinition
+from scheduler.domain.definition import (
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
+    SCHEDULE_KEY_PATTERN,
+    ScheduleDefinition,
+)
 from scheduler.domain.occurrences import format_occurrence
 from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
@@ -49,6 +55,9 @@ from webhookdeliver import InvalidTargetURL, validate_target_url
 READ = "schedules:read"
 WRITE = "schedules:write"
 MAX_IDEMPOTENCY_KEY_CHARS = 255
+# `?label=` filters of one list request: each one is an index condition; more than 32 (the
+# labels a schedule can carry) could never all hold with distinct keys anyway.
+MAX_LABEL_FILTERS = 32
 
 router = APIRouter(
     prefix="/v1/schedules",
@@ -69,6 +78,7 @@ def to_out(s: Schedule, runs: RunSummary | None = None) -> dict[str, Any]:
     return {
         "id": s.id,
         **definition_out(s.definition),
+        "key": s.key,
         "state": s.state,
         "paused_reason": s.paused_reason,
         "next_run_at": _utc(s.next_run_at),
@@ -203,6 +213,8 @@ async def create_schedule(
         limits=ctx.limits_for(principal.tenant_id),
         idempotency_key=idempotency_key,
         body_hash=svc.request_hash(body.model_dump(mode="json")),
+        key=body.key,
+        secret=body.secret,
     )
     if created.replayed:
         response.status_code = 200
@@ -228,6 +240,18 @@ async def list_schedules(
     cursor: Annotated[str, Query(max_length=512), NO_CONTROL_CHARS] | None = None,
     state: ScheduleState | None = None,
     action: Action | None = None,
+    label: Annotated[
+        list[str] | None,
+        Query(
+            max_length=MAX_LABEL_FILTERS,
+            description="`k=v`: the label k equals v; `k`: the schedule has a label k. "
+            "Repeatable: every one must hold",
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        Query(pattern=SCHEDULE_KEY_PATTERN, max_length=128, description="the schedule's key"),
+    ] = None,
 ) -> ScheduleList:
     ctx = context_of(request)
     page = await svc.list_schedules(
@@ -235,11 +259,70 @@ async def list_schedules(
         tenant_id=principal.tenant_id,
         limit=limit,
         cursor=cursor,
-        filters=ListFilter(state=state, action=action),
+        filters=ListFilter(state=state, action=action, labels=_label_filters(label or []), key=key),
     )
     return ScheduleList(
         items=[_out(s, page.runs.get(s.id)) for s in page.items], next_cursor=page.next_cursor
     )
+
+
+def _label_filters(raw: list[str]) -> tuple[tuple[str, str | None], ...]:
+    out: list[tuple[str, str | None]] = []
+    for item in raw:
+        name, eq, value = item.partition("=")
+        if not re.match(LABEL_KEY_PATTERN, name):
+            raise InvalidInput("label", f"{item[:100]!r}: the key must match {LABEL_KEY_PATTERN}")
+        if eq and not re.match(LABEL_VALUE_PATTERN, value):
+            raise InvalidInput(
+                "label", f"{item[:100]!r}: the value must match {LABEL_VALUE_PATTERN}"
+            )
+        out.append((name, value if eq else None))
+    return tuple(out)
+
+
+@router.put(
+    "/by-key/{key:path}",
+    operation_id="putScheduleByKey",
+    response_model=ScheduleWithSecret,
+    responses={
+        201: {
+            "model": ScheduleWithSecret,
+            "description": "Created (Location names it); a generated secret is shown once",
+        },
+        **problem_responses(*BODY_ERRORS, 409),
+    },
+    summary="Create or replace the schedule with this key (a whole definition); an unchanged "
+    "definition writes nothing",
+)
+async def put_schedule_by_key(
+    request: Request,
+    response: Response,
+    key: Annotated[
+        str,
+        Path(pattern=SCHEDULE_KEY_PATTERN, max_length=128, description="the schedule's key"),
+    ],
+    body: ScheduleCreate,
+    principal: Principal = require_writer(WRITE),
+) -> ScheduleWithSecret:
+    ctx = context_of(request)
+    if body.key is not None and body.key != key:
+        raise InvalidInput("key", "must be absent or equal to the key in the path")
+    put = await svc.put_schedule_by_key(
+        ctx.uow_factory,
+        _definition(ctx, body),
+        tenant_id=principal.tenant_id,
+        key=key,
+        secret=body.secret,
+        clock=ctx.clock,
+        new_secret=ctx.new_secret,
+        limits=ctx.limits_for(principal.tenant_id),
+    )
+    if put.created:
+        response.status_code = 201
+        response.headers["Location"] = f"/v1/schedules/{put.schedule.id}"
+    _with_etag(response, put.schedule)
+    out = _out(put.schedule) if put.created else await _out_read(ctx, put.schedule)
+    return ScheduleWithSecret(**out.model_dump(), secret=put.secret)
 
 
 @router.get("/{schedule_id}", operation_id="getSchedule", response_model=ScheduleOut)

@@ -18,6 +18,8 @@ refused, not encoded: receivers disagree on obs-text).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -35,7 +37,11 @@ from pydantic import (
 )
 
 from scheduler.domain.definition import (
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
     MAX_DESCRIPTION_CHARS,
+    MAX_LABELS,
+    SCHEDULE_KEY_PATTERN,
     RunPolicies,
     ScheduleDefinition,
     Target,
@@ -186,6 +192,55 @@ JitterSeconds = Annotated[
 ]
 
 
+LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=63)]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+Labels = Annotated[
+    dict[LabelKey, LabelValue],
+    Field(
+        max_length=MAX_LABELS,
+        description=f"at most {MAX_LABELS} pairs to filter by (`?label=k=v`, `?label=k`); a key "
+        f"matches `{LABEL_KEY_PATTERN}`, a value `{LABEL_VALUE_PATTERN}`",
+    ),
+]
+ScheduleKey = Annotated[
+    str,
+    Field(
+        pattern=SCHEDULE_KEY_PATTERN,
+        max_length=128,
+        description="the tenant's own id for the schedule, unique among its live schedules "
+        f"(409 key-conflict); `{SCHEDULE_KEY_PATTERN}`; set on create, never changed",
+    ),
+]
+# A tenant-supplied signing secret: 24-64 bytes, so it is at least as strong as HMAC-SHA256
+# wants (Standard Webhooks) and bounded.
+SECRET_BYTES_RANGE = (24, 64)
+SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]+={0,2}$"
+
+
+def _secret_ok(value: str) -> str:
+    low, high = SECRET_BYTES_RANGE
+    body = value.removeprefix("whsec_")
+    try:
+        raw = base64.b64decode(body, validate=True) if body != value else None
+    except (binascii.Error, ValueError):
+        raw = None
+    if raw is None or not low <= len(raw) <= high:
+        raise ValueError(f"must be 'whsec_' + standard base64 of {low}-{high} bytes")
+    return value
+
+
+SuppliedSecret = Annotated[
+    str,
+    Field(
+        max_length=100,
+        json_schema_extra={"pattern": SECRET_PATTERN},
+        description="a signing secret of your own, `whsec_` + standard base64 of 24-64 bytes "
+        "(webhook schedules only); never returned. Left out on create, one is generated and "
+        "shown once; on PUT by key it replaces the current one",
+    ),
+]
+
+
 class TimingIn(Strict):
     """The timing fields a schedule and a stateless preview share."""
 
@@ -238,8 +293,12 @@ class ScheduleCreate(Strict):
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     breaker: BreakerIn = Field(default_factory=BreakerIn)
+    labels: Labels = Field(default_factory=dict)
+    key: ScheduleKey | None = None
+    secret: SuppliedSecret | None = None
 
     _payload = field_validator("payload")(_payload_size_ok)
+    _secret = field_validator("secret")(lambda v: None if v is None else _secret_ok(v))
 
 
 class SchedulePatch(Strict):
@@ -262,6 +321,7 @@ class SchedulePatch(Strict):
     misfire_policy: MisfirePolicy = _ABSENT
     overlap_policy: OverlapPolicy = _ABSENT
     breaker: BreakerIn = _ABSENT
+    labels: Labels = _ABSENT
 
     _payload = field_validator("payload")(_payload_size_ok)
 
@@ -329,6 +389,8 @@ class ScheduleOut(BaseModel):
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerOut
+    labels: dict[str, str]
+    key: str | None = Field(description="the tenant's own id for the schedule, if it has one")
     state: ScheduleState
     paused_reason: str | None
     next_run_at: UtcTimestamp | None = Field(
@@ -352,9 +414,10 @@ class ScheduleOut(BaseModel):
 
 class ScheduleWithSecret(ScheduleOut):
     secret: str | None = Field(
-        description="the webhook signing secret, shown only here: on create, on rotate, and on "
-        "the PATCH that makes an event schedule a webhook; null for an event schedule (nothing "
-        "is signed) and on any other PATCH"
+        description="the webhook signing secret, shown only here: on create (and the PUT by "
+        "key that creates or makes a webhook), on rotate, and on the PATCH that makes an event "
+        "schedule a webhook; null for an event schedule (nothing is signed), for a secret the "
+        "request supplied (never returned) and on any other update"
     )
 
 
@@ -443,6 +506,7 @@ def definition_of(body: ScheduleCreate) -> ScheduleDefinition:
             overlap_policy=body.overlap_policy,
             breaker=_breaker(body.breaker),
         ),
+        labels=dict(body.labels),
     )
 
 
@@ -453,6 +517,7 @@ _PATCH_VALUE: dict[str, Callable[[Any], Any]] = {
     "target": target_of,
     "retry_policy": _retry_policy,
     "breaker": _breaker,
+    "labels": dict,
 }
 
 
@@ -500,4 +565,5 @@ def definition_out(d: ScheduleDefinition) -> dict[str, Any]:
         "misfire_policy": p.misfire_policy,
         "overlap_policy": p.overlap_policy,
         "breaker": asdict(p.breaker),
+        "labels": dict(d.labels),
     }
