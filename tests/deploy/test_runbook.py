@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterator
 
 import pytest
+from fastapi import APIRouter
 
 from tests.deploy.rendered import (
     OVERLAYS,
@@ -127,7 +128,10 @@ def _routes() -> list[tuple[set[str], re.Pattern[str]]]:
     ]
     routes = []
     for name in modules:
-        for route in importlib.import_module(name).router.routes:
+        module = importlib.import_module(name)
+        # Every router a module declares (subscriptions has its deliveries on a second one).
+        routers = [r for r in vars(module).values() if isinstance(r, APIRouter)]
+        for route in (route for router in routers for route in router.routes):
             pattern = re.sub(r"\{[^/]+\}", "[^/]+", route.path.rstrip("/"))
             routes.append((set(route.methods), re.compile(pattern + "/?")))
     return routes
