@@ -12,9 +12,7 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scheduler.service_layer.errors import (
     DuplicateKey,
@@ -31,13 +29,11 @@ from scheduler.service_layer.errors import (
 from servicekit.data.pagination import InvalidCursor, invalid_cursor_problem
 from servicekit.http.problems import (
     TYPE_PREFIX,
-    ProblemError,
     field_errors_problem,
-    http_exception_response,
     problem_response,
     render,
-    validation_response,
 )
+from servicekit.http.problems import install_problem_handlers as install_shared_handlers
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
 log = logging.getLogger("scheduler.api")
@@ -62,21 +58,6 @@ def problem(
         extra=extra,
         headers=headers,
     )
-
-
-async def _validation(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    return validation_response(request, exc)
-
-
-async def _problem(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ProblemError)
-    return render(request, exc)
-
-
-async def _http(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
-    return http_exception_response(request, exc)
 
 
 async def _service(request: Request, exc: Exception) -> JSONResponse:
@@ -124,9 +105,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install_problem_handlers(app: FastAPI) -> None:
     from scheduler.service_layer.errors import ServiceError
 
-    app.add_exception_handler(RequestValidationError, _validation)
-    app.add_exception_handler(ProblemError, _problem)
-    app.add_exception_handler(StarletteHTTPException, _http)
+    install_shared_handlers(app)  # validation, ProblemError, HTTP errors: as notification's
     app.add_exception_handler(ServiceError, _service)
     app.add_exception_handler(InvalidCursor, _cursor)
     app.add_exception_handler(Exception, _unexpected)
