@@ -51,7 +51,6 @@ class Child:
     proc: asyncio.subprocess.Process
     port: int
     """Its loopback port (/healthz, /readyz, /metrics)."""
-    started: float
 
 
 class WorkerSupervisor:
@@ -162,7 +161,7 @@ class WorkerSupervisor:
             sock.close()  # the child has its own copy; a dead child's port closes with it
             os.close(read_end)
         log.info("worker process %d started (pid %d, port %d)", slot, proc.pid, port)
-        return Child(slot, proc, port, time.monotonic()), write_end
+        return Child(slot, proc, port), write_end
 
     def command(self, listen_fd: int, parent_fd: int) -> Sequence[str]:
         dev = ["--dev-keys"] if self.dev_keys else []
