@@ -31,6 +31,7 @@ _RETENTION = RetentionPolicy()
 _RELAY = RelayConfig()
 DEV_SECRET_KEY_FILE = "scheduler_secret_key"
 DEV_AUTH_KEY_FILE = "auth_hs256_key"
+MAX_WORKER_PROCESSES = 64  # `serve --processes`: a pod with more cores runs more replicas
 
 
 class SchedulerSettings(ServiceSettings):
@@ -79,6 +80,13 @@ class SchedulerSettings(ServiceSettings):
         le=1000,
         description="Delivery attempts in flight per worker process (at most 10 per target "
         "host:port).",
+    )
+    worker_processes: int = Field(
+        1,
+        ge=1,
+        le=MAX_WORKER_PROCESSES,
+        description="`serve --role worker` only: worker processes under one parent (about one "
+        "core each; PostgreSQL only). `--processes` overrides it.",
     )
     max_lease_expiries: int = Field(
         DEFAULT_MAX_LEASE_EXPIRIES,

@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import resource
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Literal
 
@@ -43,6 +44,13 @@ ACCEPT_BURSTS = 3  # accept batches whose refused connections may not be closed 
 
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, sock: socket.socket | None = None) -> None:
+        super().__init__(config)
+        self._sock = sock
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets if sockets is not None or self._sock is None else [self._sock])
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield  # signals belong to serve(): workers stop before the servers
@@ -85,7 +93,10 @@ def http_server(
     limits: HttpLimits,
     lifespan: Literal["on", "off"] = "off",
     log_level: str = "warning",
+    sock: socket.socket | None = None,
 ) -> uvicorn.Server:
+    """`sock`: an already bound socket to serve on instead of `host:port` (a worker process
+    under `--processes` gets its loopback socket from the parent, so ports never collide)."""
     limits = fit_descriptor_limit(limits)
     return _Server(
         uvicorn.Config(
@@ -98,7 +109,8 @@ def http_server(
             lifespan=lifespan,
             log_level=log_level,
             log_config=None,
-        )
+        ),
+        sock,
     )
 
 

@@ -1,4 +1,5 @@
-"""`scheduler serve [--host 127.0.0.1] [--port 8089] [--role api|worker|all] [--dev]`.
+"""`scheduler serve [--host 127.0.0.1] [--port 8089] [--role api|worker|all] [--dev]
+[--processes N]`.
 
 `--dev` generates missing keys under ./var (0600) and migrates the database on start; without it
 a missing key refuses start with one line naming it, and migrations are `scheduler migrate`'s job.
@@ -6,7 +7,8 @@ a missing key refuses start with one line naming it, and migrations are `schedul
 and retention, and serves /healthz, /readyz, /metrics; `api` only the HTTP API;
 `all` (default) both in one process, the API waking the in-process dispatcher on trigger/replay.
 SIGTERM: stop claiming, finish in-flight runs within `--grace` seconds, release the rest, then
-stop.
+stop. `--role worker --processes N` (N > 1; default SCHEDULER_WORKER_PROCESSES) runs N worker
+processes under a parent that serves the probes and metrics (workers/supervisor.py).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from pydantic import ValidationError
 
 from eventbus import InProcessBus
 from scheduler.bootstrap import Container, bootstrap
+from scheduler.config import MAX_WORKER_PROCESSES, SchedulerSettings
 from scheduler.entrypoints.api.app import app_from_container
 from scheduler.entrypoints.workers.runtime import WorkerRuntime
 from scheduler.entrypoints.workers.serve import serve as serve_role
+from scheduler.entrypoints.workers.supervisor_http import run_parent
 from servicekit.logging import configure_logging
 from servicekit.runtime import event_loop
 from servicekit.runtime.gc_tuning import freeze_startup_heap
@@ -46,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_GRACE_SECONDS,
         help="seconds in-flight runs may take to finish on SIGTERM before they are released",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="--role worker: worker processes under one parent, about one core each "
+        f"(1-{MAX_WORKER_PROCESSES}; default SCHEDULER_WORKER_PROCESSES, 1)",
+    )
 
 
 def build(dev: bool, *, bus: InProcessBus | None = None) -> Container | str:
@@ -53,11 +64,30 @@ def build(dev: bool, *, bus: InProcessBus | None = None) -> Container | str:
     publish to without Kafka (the embedded default shares one with notification)."""
     try:
         return bootstrap(dev=dev, bus=bus)
-    except ConfigError as exc:
+    except (ConfigError, ValidationError) as exc:
+        return _reason(exc)
+
+
+def _reason(exc: ConfigError | ValidationError) -> str:
+    if isinstance(exc, ConfigError):
         return str(exc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return f"invalid setting {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    first = exc.errors()[0]
+    return f"invalid setting {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+
+
+def worker_processes(args: argparse.Namespace) -> tuple[int, SchedulerSettings | None] | str:
+    """How many worker processes to run (with the settings read to decide, when read), or the
+    one-line reason the arguments are refused."""
+    if args.role != "worker":
+        return (1, None) if args.processes in (None, 1) else "--processes needs --role worker"
+    try:
+        settings = SchedulerSettings().ensure_keys(dev=args.dev)
+    except (ConfigError, ValidationError) as exc:
+        return _reason(exc)
+    n = settings.worker_processes if args.processes is None else args.processes
+    if not 1 <= n <= MAX_WORKER_PROCESSES:
+        return f"--processes must be 1-{MAX_WORKER_PROCESSES}, got {n}"
+    return n, settings
 
 
 async def serve(
@@ -111,6 +141,20 @@ async def serve(
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(service="scheduler")
+    processes = worker_processes(args)
+    if isinstance(processes, str):
+        print(f"scheduler: {processes}", file=sys.stderr)
+        return 2
+    n, settings = processes
+    if n > 1 and settings is not None:
+        return run_parent(
+            settings,
+            processes=n,
+            host=args.host,
+            port=args.port,
+            grace_seconds=args.grace,
+            dev=args.dev,
+        )
     built = build(args.dev)
     if isinstance(built, str):
         print(f"scheduler: {built}", file=sys.stderr)

@@ -10,6 +10,7 @@ finish within `grace_seconds`, the rest are released, then the HTTP server stops
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 
 import uvicorn
@@ -30,14 +31,16 @@ async def serve(
     grace_seconds: float = 10.0,
     limits: HttpLimits,
     also: Sequence[uvicorn.Server] = (),
+    sock: socket.socket | None = None,
 ) -> None:
+    """`sock`: a bound socket to serve on instead of `host:port` (a child of `--processes`)."""
     if app is None:
         if runtime is None:
             raise ValueError("nothing to serve")
         app = create_health_app(
             runtime.registry, runtime.container.check_database, runtime.watchdog
         )
-    server = http_server(app, host=host, port=port, limits=limits, lifespan="on")
+    server = http_server(app, host=host, port=port, limits=limits, lifespan="on", sock=sock)
 
     async def drain() -> None:
         if runtime is not None:
