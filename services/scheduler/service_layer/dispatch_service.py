@@ -44,6 +44,7 @@ from scheduler.service_layer.run_ports import (
     DeliverySpec,
     MisfireFacts,
     NeverSuspended,
+    RunRepository,
     TenantStatus,
 )
 from scheduler.service_layer.settle import Completion, settle_completions
@@ -151,17 +152,8 @@ class RunLeases:
             claimed, specs = claim.runs, claim.specs
             if not claimed:
                 return []
-            # Runs claimed too late to be attempted (misfire_policy): one query, only when some
-            # were claimed later than the grace; the overlap check then does not count them.
-            grace = self.misfire_grace
-            late = misfire_candidates(claimed, specs, now=now, misfire_grace=grace)
-            facts = await repo.misfire_facts(late, now - grace) if late else MisfireFacts()
-            pre = ClaimRead(
-                specs,
-                latest_missed=facts.latest_missed,
-                predecessor_finished=facts.predecessor_finished,
-            )
-            ended = misfired(claimed, pre, now=now, misfire_grace=grace) if late else set()
+            # The overlap check does not count the runs the misfire rule ends.
+            facts, ended = await self._misfires(repo, claimed, specs, now)
             live = [r for r in claimed if r.id not in ended] if ended else claimed
             earlier = await repo.earlier_unfinished(
                 overlap_candidates(live, specs), excluding=ended
@@ -210,6 +202,23 @@ class RunLeases:
             done = Completion.of(run, owner, wakes_waiting=c.wakes_waiting, schedule_name=name)
             leases.append(Lease.decided(run.id, c, done))
         return leases
+
+    async def _misfires(
+        self, repo: RunRepository, claimed: list[Run], specs: dict[str, DeliverySpec], now: datetime
+    ) -> tuple[MisfireFacts, set[str]]:
+        """What the misfire rule reads, and the ids of the runs it skips: one query, only when
+        some runs were claimed later than the grace (after an outage or a backlog)."""
+        grace = self.misfire_grace
+        late = misfire_candidates(claimed, specs, now=now, misfire_grace=grace)
+        if not late:
+            return MisfireFacts(), set()
+        facts = await repo.misfire_facts(late, now - grace)
+        read = ClaimRead(
+            specs,
+            latest_missed=facts.latest_missed,
+            predecessor_finished=facts.predecessor_finished,
+        )
+        return facts, misfired(claimed, read, now=now, misfire_grace=grace)
 
     def _report_lost(self, c: ClaimedRun[DeliverySpec]) -> None:
         """A poison run (its workers keep dying) fails instead of being claimed again: loud once."""
