@@ -274,6 +274,7 @@ def build_workers(
         observer=observer,
         run_log=RunLog(verbose=settings.log_runs),
         max_lease_expiries=settings.max_lease_expiries,
+        misfire_grace=options.planning.misfire_grace,  # one grace: the planner's
     )
     planner = PlannerWorker(
         uows,

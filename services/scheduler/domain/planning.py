@@ -15,7 +15,8 @@ Rules, in this order, for each occurrence `t` from `next_run_at` up to `now + lo
 2. Missed (`now - t > misfire_grace`): `fire_all` -> pending; `skip` -> skipped `misfire`;
    `fire_once` -> pending only for the latest missed occurrence (the next one is not missed),
    the others skipped `misfire`. A planner merely a few seconds late is within the grace and
-   fires normally.
+   fires normally. A run planned ahead (`t > now`) that is claimed late (an outage after it
+   was planned) is judged the same way by the dispatcher (domain/claiming.py rule 5).
 3. Overlap (`overlap_policy` skip): an occurrence already due (`t <= now`) while the previous run
    is unfinished -> skipped `overlap`. A pending run created earlier in the same pass counts as
    unfinished. Occurrences planned ahead (`t > now`) are not judged here, because the previous run

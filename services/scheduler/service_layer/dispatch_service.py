@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from scheduler.domain.claiming import (
@@ -31,15 +31,20 @@ from scheduler.domain.claiming import (
     Verdict,
     decide_claims,
     may_wait,
+    misfire_candidates,
+    misfired,
     overlap_candidates,
 )
 from scheduler.domain.events import DomainEvent
+from scheduler.domain.planning import DEFAULT_MISFIRE_GRACE
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES, AttemptOutcome, Run, Trigger
 from scheduler.service_layer.run_log import RunLog
 from scheduler.service_layer.run_ports import (
     ActionPerformer,
     DeliverySpec,
+    MisfireFacts,
     NeverSuspended,
+    RunRepository,
     TenantStatus,
 )
 from scheduler.service_layer.settle import Completion, settle_completions
@@ -127,6 +132,7 @@ class RunLeases:
         observer: DispatchObserver,
         run_log: RunLog | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
+        misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE,
     ) -> None:
         self.uows = uows
         self.concurrency_key = concurrency_key
@@ -135,6 +141,7 @@ class RunLeases:
         self.observer = observer
         self.run_log = run_log or RunLog()
         self.max_lease_expiries = max_lease_expiries
+        self.misfire_grace = misfire_grace
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
@@ -145,7 +152,12 @@ class RunLeases:
             claimed, specs = claim.runs, claim.specs
             if not claimed:
                 return []
-            earlier = await repo.earlier_unfinished(overlap_candidates(claimed, specs))
+            # The overlap check does not count the runs the misfire rule ends.
+            facts, ended = await self._misfires(repo, claimed, specs, now)
+            live = [r for r in claimed if r.id not in ended] if ended else claimed
+            earlier = await repo.earlier_unfinished(
+                overlap_candidates(live, specs), excluding=ended
+            )
             # Those that may park: until when (one query, only when some may).
             waiting = may_wait(claimed, specs, earlier)
             moves = await repo.predecessors_next_move(waiting) if waiting else {}
@@ -154,7 +166,15 @@ class RunLeases:
             retried = [r.id for r in claimed if r.attempt_count]
             spent = await repo.delivery_ms_of(retried) if retried else {}
             await uow.commit()
-        read = ClaimRead(specs, earlier, moves, claim.lease_expiries, spent)
+        read = ClaimRead(
+            specs,
+            earlier,
+            moves,
+            claim.lease_expiries,
+            spent,
+            facts.latest_missed,
+            facts.predecessor_finished,
+        )
         decided = decide_claims(
             claimed,
             read,
@@ -162,6 +182,7 @@ class RunLeases:
             endpoint_of=_endpoint_of,
             tenant_suspended_at=self.tenants.suspended_at,
             max_lease_expiries=self.max_lease_expiries,
+            misfire_grace=self.misfire_grace,
         )
         keys: dict[str, str] = {}  # schedule id -> concurrency key, once per claim
         leases: list[RunLease] = []
@@ -181,6 +202,23 @@ class RunLeases:
             done = Completion.of(run, owner, wakes_waiting=c.wakes_waiting, schedule_name=name)
             leases.append(Lease.decided(run.id, c, done))
         return leases
+
+    async def _misfires(
+        self, repo: RunRepository, claimed: list[Run], specs: dict[str, DeliverySpec], now: datetime
+    ) -> tuple[MisfireFacts, set[str]]:
+        """What the misfire rule reads, and the ids of the runs it skips: one query, only when
+        some runs were claimed later than the grace (after an outage or a backlog)."""
+        grace = self.misfire_grace
+        late = misfire_candidates(claimed, specs, now=now, misfire_grace=grace)
+        if not late:
+            return MisfireFacts(), set()
+        facts = await repo.misfire_facts(late, now - grace)
+        read = ClaimRead(
+            specs,
+            latest_missed=facts.latest_missed,
+            predecessor_finished=facts.predecessor_finished,
+        )
+        return facts, misfired(claimed, read, now=now, misfire_grace=grace)
 
     def _report_lost(self, c: ClaimedRun[DeliverySpec]) -> None:
         """A poison run (its workers keep dying) fails instead of being claimed again: loud once."""
@@ -241,6 +279,7 @@ class RunDispatcher:
         run_log: RunLog | None = None,
         rng: random.Random | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
+        misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE,
     ) -> None:
         self.performer = performer
         self.clock = clock
@@ -256,6 +295,7 @@ class RunDispatcher:
             observer=self.observer,
             run_log=run_log,
             max_lease_expiries=max_lease_expiries,
+            misfire_grace=misfire_grace,
         )
         self.pipeline: LeasedPipeline[ClaimedRun[DeliverySpec], Completion] = LeasedPipeline(
             self.leases,

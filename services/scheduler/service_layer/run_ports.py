@@ -28,14 +28,14 @@ Contract every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
 from scheduler.domain.definition import ScheduleDefinition, Target
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy
+from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus, Trigger
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 
@@ -75,6 +75,9 @@ class DeliverySpec:
     retry_policy: RetryPolicy
     overlap_policy: OverlapPolicy
     secrets: tuple[str, ...] = field(repr=False)  # plaintext: never in a repr or a log
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    next_run_at: datetime | None = None
+    """The schedule's first occurrence not yet planned (the claim's misfire rule reads it)."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,14 @@ class ClaimedRuns:
     lease_expiries: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MisfireFacts:
+    """What the claim's misfire rule reads (domain/claiming.py `ClaimRead`, same names)."""
+
+    latest_missed: dict[str, datetime] = field(default_factory=dict)
+    predecessor_finished: dict[str, datetime] = field(default_factory=dict)
+
+
 class RunRepository(Protocol):
     # ---- planner -------------------------------------------------------------------------
     async def lock_due_schedules(self, horizon: datetime, limit: int) -> list[ScheduleToPlan]: ...
@@ -197,12 +208,20 @@ class RunRepository(Protocol):
     ) -> dict[str, DeliverySpec]: ...
 
     async def earlier_unfinished(
-        self, runs: Sequence[Run], *, lock: bool = False
+        self, runs: Sequence[Run], *, lock: bool = False, excluding: Collection[str] = ()
     ) -> dict[str, int]:
         """For those runs whose schedule has unfinished runs planned before them: how many
         (absent: none). overlap_policy skip needs "any"; buffer_one "one" (wait) or "more".
         `lock`: lock those earlier runs against change until commit, waiting for (and then
-        re-reading) a concurrent write of them, so a predecessor settling meanwhile is seen."""
+        re-reading) a concurrent write of them, so a predecessor settling meanwhile is seen.
+        `excluding`: run ids not counted (the claim's own runs it is about to skip)."""
+        ...
+
+    async def misfire_facts(self, runs: Sequence[Run], missed_before: datetime) -> MisfireFacts:
+        """For claimed runs that may be misfires (domain/claiming.py `misfire_candidates`): per
+        schedule, the scheduled_for of its latest planned run, not skipped, due before
+        `missed_before`; per run, when its schedule's previous run that was not skipped
+        finished. One statement, each an index probe of (schedule_id, scheduled_for)."""
         ...
 
     async def predecessors_next_move(self, runs: Sequence[Run]) -> dict[str, datetime]:

@@ -16,7 +16,7 @@ from scheduler.domain.claiming import (
     may_wait,
     overlap_candidates,
 )
-from scheduler.domain.policies import OverlapPolicy, RetryPolicy
+from scheduler.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from scheduler.domain.run import (
     LOST_ATTEMPT_KIND,
     RUN_FAILED,
@@ -42,6 +42,8 @@ class Spec:
         default_factory=lambda: replace(BASE.policies.retry_policy, max_attempts=3)
     )
     endpoint: str | None = "hooks.example.com:443"
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    next_run_at: datetime | None = None
 
 
 def claimed(

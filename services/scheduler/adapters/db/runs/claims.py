@@ -5,7 +5,7 @@ and the queue depth."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from scheduler.adapters.db.tables import (
     BACKFILL_DUE_SQL,
     LEASED_SQL,
     LIVE_DUE_SQL,
+    PLANNED_SQL,
     UNFINISHED_LIVE_SQL,
     delivery_attempts,
     runs,
@@ -30,7 +31,7 @@ from scheduler.domain.run import (
     Run,
     RunStatus,
 )
-from scheduler.service_layer.run_ports import ClaimedRuns, DeliverySpec
+from scheduler.service_layer.run_ports import ClaimedRuns, DeliverySpec, MisfireFacts
 from servicekit.data.database import CONFIGURED_PLANS_SQL, asyncpg_connection
 
 # The tenant-fair claim on PostgreSQL walks at most this many tenants with a live run due now
@@ -251,7 +252,7 @@ class Claims(RunSql):
         return out
 
     async def earlier_unfinished(
-        self, candidates: Sequence[Run], *, lock: bool = False
+        self, candidates: Sequence[Run], *, lock: bool = False, excluding: Collection[str] = ()
     ) -> dict[str, int]:
         """Counted up to 2 (all the overlap policies tell apart), each an index range of
         ix_runs_schedule_unfinished (its predicate as literal SQL, so even a generic plan can
@@ -269,6 +270,8 @@ class Claims(RunSql):
             .limit(2)
             .correlate(r)
         )
+        if excluding:
+            earlier = earlier.where(sa.not_(self._in(e.c.id, sorted(excluding))))
         if lock and self.is_postgres:
             # FOR SHARE under READ COMMITTED: a predecessor another transaction is settling is
             # waited for and re-checked on its newest version (SQLite: one writer at a time).
@@ -278,6 +281,59 @@ class Claims(RunSql):
         )
         q = sa.select(r.c.id, count.label("n")).where(self._in(r.c.id, [c.id for c in candidates]))
         return {row.id: int(row.n) for row in await self.conn.execute(q) if row.n}
+
+    async def misfire_facts(
+        self, candidates: Sequence[Run], missed_before: datetime
+    ) -> MisfireFacts:
+        """Two index probes per run, both backwards in uq_runs_planned_occurrence (its predicate
+        as literal SQL): the schedule's latest planned run not skipped and due before
+        `missed_before` (past the skipped rows after it: the overlaps of a buffer_one run that
+        waited), and the later finish of its two previous planned runs not skipped (a bounded
+        read: the run a buffer_one run waited for is the one before it, or the one before that
+        when the tenant's suspension or quota skipped one between)."""
+        if not candidates:
+            return MisfireFacts()
+        r = runs.alias("r")
+        e = runs.alias("e")
+        before = sa.literal(missed_before, UTCDateTime())
+        latest = (
+            sa.select(e.c.scheduled_for)
+            .where(e.c.schedule_id == r.c.schedule_id)
+            .where(sa.text(PLANNED_SQL))  # e's: the only FROM
+            .where(e.c.scheduled_for >= r.c.scheduled_for)  # the run itself at the latest
+            .where(e.c.scheduled_for < before)
+            .where(e.c.status != RunStatus.SKIPPED.value)
+            .where(sa.func.coalesce(e.c.due_at, e.c.scheduled_for) < before)
+            .order_by(e.c.scheduled_for.desc())
+            .limit(1)
+            .correlate(r)
+            .scalar_subquery()
+        )
+        p = runs.alias("p")
+        last_two = (
+            sa.select(p.c.status, p.c.finished_at)
+            .where(p.c.schedule_id == r.c.schedule_id)
+            .where(sa.text(PLANNED_SQL))  # p's: the only FROM
+            .where(p.c.scheduled_for < r.c.scheduled_for)
+            .order_by(p.c.scheduled_for.desc())
+            .limit(2)
+            .correlate(r)
+            .subquery("last_two")
+        )
+        previous = (
+            sa.select(sa.func.max(last_two.c.finished_at))
+            .where(last_two.c.status != RunStatus.SKIPPED.value)
+            .scalar_subquery()
+        )
+        q = sa.select(r.c.id, r.c.schedule_id, latest.label("latest"), previous.label("prev"))
+        q = q.where(self._in(r.c.id, [c.id for c in candidates]))
+        facts = MisfireFacts()
+        for row in await self.conn.execute(q):
+            if (at := as_datetime(row.latest)) is not None:
+                facts.latest_missed[row.schedule_id] = at
+            if (at := as_datetime(row.prev)) is not None:
+                facts.predecessor_finished[row.id] = at
+        return facts
 
     async def predecessors_next_move(self, waiting: Sequence[Run]) -> dict[str, datetime]:
         """The index range of `earlier_unfinished` (at most 2 rows each), with the earliest

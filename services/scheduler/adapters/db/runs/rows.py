@@ -8,7 +8,13 @@ from typing import Any
 
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.adapters.secret_box import SecretBox
-from scheduler.domain.policies import Action, OverlapPolicy, RetryPolicy, ScheduleState
+from scheduler.domain.policies import (
+    Action,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleState,
+)
 from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
@@ -23,6 +29,8 @@ SPEC_COLUMNS = (
     "target",
     "retry_policy",
     "overlap_policy",
+    "misfire_policy",
+    "next_run_at",
     "secret_ciphertext",
     "previous_secret_ciphertext",
     "previous_secret_expires_at",
@@ -101,6 +109,8 @@ def delivery_spec(spec: dict[str, Any], box: SecretBox, now: datetime) -> Delive
         retry_policy=RetryPolicy(**spec["retry_policy"]),
         overlap_policy=OverlapPolicy(spec["overlap_policy"]),
         secrets=tuple(secrets),
+        misfire_policy=MisfirePolicy(spec["misfire_policy"]),
+        next_run_at=spec["next_run_at"],
     )
 
 
