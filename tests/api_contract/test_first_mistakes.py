@@ -213,7 +213,7 @@ def test_non_ascii_header_value_is_refused_naming_the_header(
     ("body", "field"),
     [
         ({"url": "https://example.com/\x00", "event_types": ["schedule.*"]}, "url"),
-        ({"url": "https://example.com/", "event_types": ["schedule.\x00"]}, "event_types.0"),
+        ({"url": "https://example.com/", "event_types": ["schedule.\x00"]}, "event_types[0]"),
         ({**SUBSCRIPTION, "description": "ops\x00"}, "description"),
         ({**SUBSCRIPTION, "enabled": "yes"}, "enabled"),
     ],

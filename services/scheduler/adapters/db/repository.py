@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler.adapters.db.dialect import in_values
 from scheduler.adapters.db.tables import KEY_INDEX, idempotency_keys, schedules
 from scheduler.adapters.secret_box import NO_SECRET, SecretBox
 from scheduler.domain.definition import (
@@ -105,12 +106,18 @@ def definition_to_row(d: ScheduleDefinition) -> dict[str, Any]:
         "end_at": t.end_at,
         "max_runs": t.max_runs,
         "jitter_seconds": t.jitter_seconds,
-        "retry_policy": asdict(p.retry_policy),
+        "retry_policy": _flat_fields(p.retry_policy),
         "misfire_policy": p.misfire_policy.value,
         "overlap_policy": p.overlap_policy.value,
-        "breaker": asdict(p.breaker),
+        "breaker": _flat_fields(p.breaker),
         "labels": dict(d.labels),
     }
+
+
+def _flat_fields(value: Any) -> dict[str, Any]:
+    """`dataclasses.asdict` of a dataclass of plain values, at a fifth of its cost (apply maps
+    ten thousand definitions in one request)."""
+    return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
 _E = TypeVar("_E", bound=Enum)
@@ -261,7 +268,8 @@ class SqlScheduleRepository(ScheduleRepository):
         wanted = sorted(set(keys))
         found: dict[str, Schedule] = {}
         for start in range(0, len(wanted), BATCH):
-            q = self._scoped(tenant_id).where(schedules.c.key.in_(wanted[start : start + BATCH]))
+            chunk = wanted[start : start + BATCH]
+            q = self._scoped(tenant_id).where(in_values(self.conn, schedules.c.key, chunk))
             for row in await self.conn.execute(q):
                 schedule = row_to_schedule(row)
                 self._track(schedule)
@@ -281,8 +289,9 @@ class SqlScheduleRepository(ScheduleRepository):
         wanted = sorted(set(schedule_ids))
         out: dict[str, str] = {}
         for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
             q = self._scoped(tenant_id, schedules.c.id, schedules.c.secret_ciphertext).where(
-                schedules.c.id.in_(wanted[start : start + BATCH])
+                in_values(self.conn, schedules.c.id, chunk)
             )
             for schedule_id, stored in await self.conn.execute(q):
                 if stored and stored != NO_SECRET:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from authclient import Principal
 from scheduler.entrypoints.api.context import context_of, require_writer
@@ -31,13 +32,25 @@ from webhookdeliver import InvalidTargetURL, validate_target_url
 
 APPLY_PATH = "/v1/schedules/apply"
 
-router = APIRouter(tags=["schedules"], responses=problem_responses(401, 403, 422, 503))
+# 404 as every /v1/ route documents it (a path that names nothing; docs/api.md).
+router = APIRouter(tags=["schedules"], responses=problem_responses(401, 403, 404, 422, 503))
+
+
+EXAMPLE: JsonDict = {
+    "key": "billing/nightly-report",
+    "name": "nightly-report",
+    "cron": "0 3 * * 1-5",
+    "timezone": "Africa/Addis_Ababa",
+    "target": {"url": "https://example.com/hook"},
+    "labels": {"team": "billing"},
+}
 
 
 class ApplyDefinition(ScheduleCreate):
     """A schedule definition as create takes it, with its key required: the key is what apply
     matches the tenant's schedules by."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE]})
     key: ScheduleKey
 
 
@@ -54,26 +67,13 @@ class PruneIn(Strict):
 
 
 class ApplyIn(Strict):
-    model_config = {
-        "json_schema_extra": {
+    model_config = ConfigDict(
+        json_schema_extra={
             "examples": [
-                {
-                    "schedules": [
-                        {
-                            "key": "billing/nightly-report",
-                            "name": "nightly-report",
-                            "cron": "0 3 * * 1-5",
-                            "timezone": "Africa/Addis_Ababa",
-                            "target": {"url": "https://example.com/hook"},
-                            "labels": {"team": "billing"},
-                        }
-                    ],
-                    "prune": {"labels": {"team": "billing"}},
-                    "dry_run": True,
-                }
+                {"schedules": [EXAMPLE], "prune": {"labels": {"team": "billing"}}, "dry_run": True}
             ]
         }
-    }
+    )
     schedules: Annotated[
         list[ApplyDefinition],
         Field(
