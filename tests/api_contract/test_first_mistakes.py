@@ -213,7 +213,7 @@ def test_non_ascii_header_value_is_refused_naming_the_header(
     ("body", "field"),
     [
         ({"url": "https://example.com/\x00", "event_types": ["schedule.*"]}, "url"),
-        ({"url": "https://example.com/", "event_types": ["schedule.\x00"]}, "event_types.0"),
+        ({"url": "https://example.com/", "event_types": ["schedule.\x00"]}, "event_types[0]"),
         ({**SUBSCRIPTION, "description": "ops\x00"}, "description"),
         ({**SUBSCRIPTION, "enabled": "yes"}, "enabled"),
     ],
@@ -246,7 +246,7 @@ def test_alert_contact_with_a_control_character_is_refused(
     http: httpx.Client, notification_server: Served, email: str
 ) -> None:
     r = http.put(f"{notification_server.base_url}/v1/alert-contacts", json={"emails": [email]})
-    assert _problem(r, 422)["field"] == "emails.0"
+    assert _problem(r, 422)["field"] == "emails[0]"
 
 
 @pytest.mark.parametrize(

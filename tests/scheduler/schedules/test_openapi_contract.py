@@ -25,6 +25,8 @@ DESIGN_ROUTES = {
     ("post", "/v1/schedules/{schedule_id}/backfill"),
     # Beyond §5 (docs/architecture.md, deviations): the console's run timeline, counted by the API.
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
+    # DESIGN.md §7b.
+    ("post", "/v1/schedules/apply"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The two portable helpers every SQL repository of the scheduler uses on PostgreSQL and SQLite."""
+"""The portable helpers every SQL repository of the scheduler uses on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -19,3 +19,16 @@ def dialect_insert(conn: AsyncConnection, table: sa.Table) -> Any:
 def rowcount(result: Any) -> int:
     """Rows a DML statement matched (0 when the driver reports none)."""
     return max(int(result.rowcount or 0), 0)
+
+
+def in_values(
+    conn: AsyncConnection, column: sa.ColumnElement[Any], values: list[Any]
+) -> sa.ColumnElement[bool]:
+    """`column IN values`. PostgreSQL: `column = ANY(:array)`, ONE parameter, so the SQL is the
+    same whatever the list's length and asyncpg prepares it once; an expanding IN renders a new
+    statement per length, which costs a prepare round trip (and a plan) on most calls, their
+    batch sizes varying, and a plan of a thousand parameters each time."""
+    if conn.dialect.name != "postgresql":
+        return column.in_(values)
+    array = sa.bindparam(None, values, type_=pg_dialect.ARRAY(column.type))
+    return column == sa.any_(array)

@@ -4,9 +4,10 @@ invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -16,8 +17,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from scheduler.adapters.db.dialect import in_values
 from scheduler.adapters.db.tables import KEY_INDEX, idempotency_keys, schedules
-from scheduler.adapters.secret_box import SecretBox
+from scheduler.adapters.secret_box import NO_SECRET, SecretBox
 from scheduler.domain.definition import (
     FIELD_NAMES,
     RunPolicies,
@@ -60,6 +62,23 @@ _MUTABLE = (
 # moved it (pause, resume, retime, delete): the planner advances it without bumping the version,
 # so an unrelated edit saving the value it read would send the planner back over occurrences.
 
+# Keys or ids per statement of a batch read: within every driver's bound on parameters.
+BATCH = 1000
+# A tenant's count-changing schedule writes take turns (PostgreSQL: a transaction-level advisory
+# lock in the two-int space, namespace apart; two tenants sharing a 32-bit key only wait for
+# each other). SQLite: a write first takes the one writer lock for the whole transaction (WAL:
+# readers go on), so a read that precedes the writes cannot go stale.
+TENANT_SCHEDULES_LOCK_NAMESPACE = 0x5C4E
+_LOCK_TENANT_SCHEDULES = sa.text("SELECT pg_advisory_xact_lock(:ns, :key)")
+_SQLITE_WRITE_LOCK = sa.text("UPDATE schedules SET tenant_id = tenant_id WHERE 1 = 0")
+
+
+def tenant_lock_key(tenant_id: str) -> int:
+    """The advisory lock key (int4) of a tenant's schedules."""
+    digest = hashlib.blake2b(tenant_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
 # A definition's columns are named by its flat field names (domain/definition.py FIELD_NAMES).
 DEFINITION_COLUMNS = tuple(schedules.c[name] for name in FIELD_NAMES)
 
@@ -87,12 +106,18 @@ def definition_to_row(d: ScheduleDefinition) -> dict[str, Any]:
         "end_at": t.end_at,
         "max_runs": t.max_runs,
         "jitter_seconds": t.jitter_seconds,
-        "retry_policy": asdict(p.retry_policy),
+        "retry_policy": _flat_fields(p.retry_policy),
         "misfire_policy": p.misfire_policy.value,
         "overlap_policy": p.overlap_policy.value,
-        "breaker": asdict(p.breaker),
+        "breaker": _flat_fields(p.breaker),
         "labels": dict(d.labels),
     }
+
+
+def _flat_fields(value: Any) -> dict[str, Any]:
+    """`dataclasses.asdict` of a dataclass of plain values, at a fifth of its cost (apply maps
+    ten thousand definitions in one request)."""
+    return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
 _E = TypeVar("_E", bound=Enum)
@@ -227,6 +252,51 @@ class SqlScheduleRepository(ScheduleRepository):
                 raise KeyConflict(schedule.key) from None
             raise
         self._track(schedule)
+
+    async def _add_many(self, items: Sequence[tuple[Schedule, str | None]]) -> None:
+        rows = []
+        for schedule, secret in items:
+            row = schedule_to_row(schedule)
+            row["secret_ciphertext"] = self.box.stored(secret, schedule_id=schedule.id)
+            rows.append(row)
+        for start in range(0, len(rows), BATCH):
+            await _execute(self.conn, sa.insert(schedules), rows[start : start + BATCH])
+        for schedule, _ in items:
+            self._track(schedule)
+
+    async def _by_keys(self, tenant_id: str, keys: Sequence[str]) -> dict[str, Schedule]:
+        wanted = sorted(set(keys))
+        found: dict[str, Schedule] = {}
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            q = self._scoped(tenant_id).where(in_values(self.conn, schedules.c.key, chunk))
+            for row in await self.conn.execute(q):
+                schedule = row_to_schedule(row)
+                self._track(schedule)
+                found[str(schedule.key)] = schedule
+        return found
+
+    async def lock_tenant(self, tenant_id: str) -> None:
+        if self.conn.dialect.name == "postgresql":
+            await self.conn.execute(
+                _LOCK_TENANT_SCHEDULES,
+                {"ns": TENANT_SCHEDULES_LOCK_NAMESPACE, "key": tenant_lock_key(tenant_id)},
+            )
+        else:
+            await self.conn.execute(_SQLITE_WRITE_LOCK)
+
+    async def current_secrets(self, tenant_id: str, schedule_ids: Sequence[str]) -> dict[str, str]:
+        wanted = sorted(set(schedule_ids))
+        out: dict[str, str] = {}
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            q = self._scoped(tenant_id, schedules.c.id, schedules.c.secret_ciphertext).where(
+                in_values(self.conn, schedules.c.id, chunk)
+            )
+            for schedule_id, stored in await self.conn.execute(q):
+                if stored and stored != NO_SECRET:
+                    out[schedule_id] = self.box.decrypt(stored, associated=schedule_id)
+        return out
 
     async def _get(
         self, tenant_id: str, schedule_id: str | None, *, key: str | None = None
@@ -433,8 +503,8 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-async def _execute(conn: AsyncConnection, statement: Any) -> Any:
+async def _execute(conn: AsyncConnection, statement: Any, rows: Any = None) -> Any:
     try:
-        return await conn.execute(statement)
+        return await conn.execute(statement, rows)
     except IntegrityError as exc:
         raise DuplicateKey(str(exc.orig)) from exc

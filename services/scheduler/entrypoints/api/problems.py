@@ -14,10 +14,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from scheduler.service_layer.apply import MAX_APPLY_SCHEDULES
 from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    InvalidItems,
     KeyConflict,
     NotAWebhook,
     NotFound,
@@ -36,6 +38,9 @@ from servicekit.http.problems import (
 from servicekit.http.problems import install_problem_handlers as install_shared_handlers
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
+# A bulk request's 422 names every item that is wrong (one entry per definition in the usual
+# case), so its answer stays about the size of the request.
+MAX_ITEM_ERRORS = MAX_APPLY_SCHEDULES
 log = logging.getLogger("scheduler.api")
 
 
@@ -71,13 +76,17 @@ async def _service(request: Request, exc: Exception) -> JSONResponse:
         return problem(request, 409, str(exc), slug="idempotency-conflict")
     if isinstance(exc, TenantSuspended):
         return problem(request, 403, str(exc), slug="tenant-suspended")
+    if isinstance(exc, InvalidItems):
+        return render(request, field_errors_problem(exc.errors, limit=MAX_ITEM_ERRORS))
     if isinstance(exc, QuotaExceeded):
         # 403: the request is well-formed but the tenant's plan does not allow it.
+        where: dict[str, Any] = {} if exc.field is None else {"field": exc.field}
         return problem(
             request,
             403,
             str(exc),
             slug="quota-exceeded",
+            **where,
             limit=exc.limit,
             limit_value=exc.limit_value,
             current=exc.current,
