@@ -93,12 +93,12 @@ def get(args: argparse.Namespace, client: Client) -> int:
 
 def create(args: argparse.Namespace, client: Client) -> int:
     definition = _fields(args.filename)
-    return _show_schedule(args, remote.data_of(client.create_schedule(**definition)))
+    return _show_schedule(args, remote.data_of(client.create_schedule(definition)))
 
 
 def update(args: argparse.Namespace, client: Client) -> int:
     changes = _fields(args.filename)
-    answer = client.update_schedule(resolve(client, args.schedule), **changes)
+    answer = client.update_schedule(resolve(client, args.schedule), changes)
     return _show_schedule(args, remote.data_of(answer))
 
 
