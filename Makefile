@@ -35,7 +35,7 @@ test: venv-dev
 lint: venv-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit services/scheduler services/notification embedded console
+	$(BIN)/mypy pkg/webhookdeliver pkg/authclient pkg/eventbus pkg/servicekit pkg/schedulerclient services/scheduler services/notification embedded console
 	$(BIN)/lint-imports
 
 ## Benchmarks print JSON figures on stdout. PostgreSQL figures use BENCH_POSTGRES_URL (a server
