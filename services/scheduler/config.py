@@ -21,6 +21,10 @@ from pydantic_settings import SettingsConfigDict
 from scheduler.adapters.events.outbox_relay import MAX_BATCH_SIZE, RelayConfig
 from scheduler.domain.planning import DEFAULT_LOOKAHEAD, MAX_LOOKAHEAD
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES
+from scheduler.service_layer.apply import (
+    DEFAULT_APPLY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_APPLY_REQUEST_BYTES,
+)
 from scheduler.service_layer.retention import RetentionPolicy
 from servicekit.runtime.pipeline import PipelineSettings
 from servicekit.settings import ConfigError, ServiceSettings, unprefixed
@@ -157,6 +161,22 @@ class SchedulerSettings(ServiceSettings):
         ge=1,
         le=10_000,
         description="Rows deleted per retention statement.",
+    )
+
+    # The apply route's own bounds (every other route keeps MAX_REQUEST_BYTES and
+    # HTTP_REQUEST_TIMEOUT_SECONDS).
+    max_apply_request_bytes: int = Field(
+        DEFAULT_MAX_APPLY_REQUEST_BYTES,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Body limit of `POST /v1/schedules/apply` (10,000 ordinary definitions are "
+        "about 2 MB).",
+    )
+    http_apply_timeout_seconds: float = Field(
+        DEFAULT_APPLY_TIMEOUT_SECONDS,
+        gt=0,
+        le=3600,
+        description="Request deadline of `POST /v1/schedules/apply` (503 when no answer by then).",
     )
 
     secret_rotation_grace_seconds: int = Field(

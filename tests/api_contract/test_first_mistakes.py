@@ -246,7 +246,7 @@ def test_alert_contact_with_a_control_character_is_refused(
     http: httpx.Client, notification_server: Served, email: str
 ) -> None:
     r = http.put(f"{notification_server.base_url}/v1/alert-contacts", json={"emails": [email]})
-    assert _problem(r, 422)["field"] == "emails.0"
+    assert _problem(r, 422)["field"] == "emails[0]"
 
 
 @pytest.mark.parametrize(

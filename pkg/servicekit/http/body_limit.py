@@ -6,11 +6,16 @@ that 413 itself, so both services answer the same bytes whatever their exception
 an endpoint never buffers more than the limit. `Connection: close` ends the connection after the
 answer: the server protocol discards the rest of the upload (within the body deadline, at most
 `LINGER_SECONDS`) before closing, so that the client reads the 413 rather than a reset.
+
+`overrides` gives a path its own limit (`{"/v1/schedules/apply": 4 MiB}`: a bulk route that must
+take a larger body while every other route keeps the small one); a path matches with or without
+its trailing slash, as the apps answer both forms.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,16 +34,20 @@ class BodyTooLarge(HTTPException):
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, limit: int, overrides: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.overrides = {path_key(p): n for p, n in (overrides or {}).items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if _declared_length(scope) > self.limit:
-            await _send_problem(send, self.limit, scope)
+        limit = self.overrides.get(path_key(scope.get("path", "")), self.limit)
+        if _declared_length(scope) > limit:
+            await _send_problem(send, limit, scope)
             return
         seen = 0
         started = refused = False
@@ -48,11 +57,11 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     if not started and not refused:
                         refused = True
-                        await _send_problem(send, self.limit, scope)
-                    raise BodyTooLarge(self.limit)
+                        await _send_problem(send, limit, scope)
+                    raise BodyTooLarge(limit)
             return message
 
         async def guarded_send(message: Message) -> None:
@@ -68,6 +77,11 @@ class BodyLimitMiddleware:
         except BodyTooLarge:
             if not refused:
                 raise
+
+
+def path_key(path: str) -> str:
+    """A path as the per-path overrides match it: without its trailing slash."""
+    return path.rstrip("/") or "/"
 
 
 def _declared_length(scope: Scope) -> int:

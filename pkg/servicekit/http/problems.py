@@ -9,7 +9,9 @@ first one again in `field`:
      "detail": "target.url: Field required", "field": "target.url",
      "errors": [{"field": "target.url", "detail": "Field required"}], "instance": "/v1/…"}
 
-`field` is the dotted path inside the body, or the query/path/header parameter's name. Every
+`field` is the path inside the body, dotted, with list indices in brackets (`target.url`,
+`schedules[3].cron`), or the query/path/header parameter's name. At most `MAX_FIELD_ERRORS` are
+listed; a bulk route raises its own bound with `@field_error_limit(n)` on its endpoint. Every
 problem of both services carries `instance`, the request's path without its query
 (`instance_of`): the app's handlers, authclient's 401/403, and the 413/503 that middleware sends.
 `install_problem_handlers` renders Starlette's `HTTPException` (a 405 lists in `Allow` every method
@@ -20,10 +22,10 @@ that is not JSON is 400 `…/invalid-json` naming line and column; a body sent w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from re import Pattern
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -119,12 +121,15 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
-def field_errors_problem(errors: Sequence[tuple[str, str]]) -> ProblemError:
+def field_errors_problem(
+    errors: Sequence[tuple[str, str]], *, limit: int = MAX_FIELD_ERRORS
+) -> ProblemError:
     """The 422 validation problem for `(field, detail)` pairs, in the shape the module doc shows;
-    service layers that check a rule the schema cannot express raise (or map to) this."""
-    listed = [
-        {"field": f, "detail": _without_field(f, d)} for f, d in errors[:MAX_FIELD_ERRORS]
-    ] or [{"field": "body", "detail": "invalid request"}]
+    service layers that check a rule the schema cannot express raise (or map to) this. At most
+    `limit` pairs are listed."""
+    listed = [{"field": f, "detail": _without_field(f, d)} for f, d in errors[:limit]] or [
+        {"field": "body", "detail": "invalid request"}
+    ]
     first = listed[0]
     return ProblemError(
         422,
@@ -145,11 +150,41 @@ def _without_field(field: str, detail: str) -> str:
 
 
 def field_name(loc: Sequence[Any]) -> str:
-    """("body", "target", "url") -> "target.url"; ("query", "limit") -> "limit"."""
-    parts = [str(p) for p in loc]
+    """("body", "target", "url") -> "target.url"; ("body", "schedules", 3, "cron") ->
+    "schedules[3].cron"; ("query", "limit") -> "limit"."""
+    parts = list(loc)
     if parts and parts[0] in {"body", "query", "path", "header", "cookie"}:
         parts = parts[1:]
-    return ".".join(parts) or "body"
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+_FIELD_ERROR_LIMIT = "servicekit_field_error_limit"
+_E = TypeVar("_E", bound=Callable[..., Any])
+
+
+def field_error_limit(limit: int) -> Callable[[_E], _E]:
+    """Mark an endpoint whose 422 lists up to `limit` field errors instead of MAX_FIELD_ERRORS
+    (a bulk route, whose answer must name every item that is wrong)."""
+
+    def mark(endpoint: _E) -> _E:
+        setattr(endpoint, _FIELD_ERROR_LIMIT, limit)
+        return endpoint
+
+    return mark
+
+
+def route_field_error_limit(request: Request) -> int:
+    """The matched endpoint's `field_error_limit`, else MAX_FIELD_ERRORS."""
+    route = request.scope.get("route")
+    endpoint = getattr(route, "endpoint", None)
+    limit = getattr(endpoint, _FIELD_ERROR_LIMIT, MAX_FIELD_ERRORS)
+    return limit if isinstance(limit, int) else MAX_FIELD_ERRORS
 
 
 def _clean(message: str) -> str:
@@ -202,7 +237,8 @@ def validation_response(request: Request, exc: RequestValidationError) -> JSONRe
             headers={"Accept": JSON_MEDIA_TYPE},
         )
     problem = field_errors_problem(
-        [(field_name(e.get("loc", ())), _clean(str(e.get("msg", "invalid")))) for e in errors]
+        [(field_name(e.get("loc", ())), _clean(str(e.get("msg", "invalid")))) for e in errors],
+        limit=route_field_error_limit(request),
     )
     return render(request, problem)
 

@@ -43,13 +43,27 @@ class IdempotencyConflict(ServiceError):
 
 
 class QuotaExceeded(ServiceError):
-    """A tenant limit refuses the change; names the limit by its key and the current value."""
+    """A tenant limit refuses the change; names the limit by its key and the current value, and
+    (`field`) which item of a bulk request broke it."""
 
-    def __init__(self, limit: str, limit_value: int, current: int) -> None:
-        super().__init__(f"{limit} is {limit_value}; this request needs {current}")
+    def __init__(
+        self, limit: str, limit_value: int, current: int, *, field: str | None = None
+    ) -> None:
+        where = f"{field}: " if field else ""
+        super().__init__(f"{where}{limit} is {limit_value}; this request needs {current}")
         self.limit = limit
         self.limit_value = limit_value
         self.current = current
+        self.field = field
+
+
+class InvalidItems(ServiceError):
+    """Items of a bulk request (apply) break rules: every `(field, reason)`, the field naming
+    the item by its index (`schedules[3].cron`); nothing was changed."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        super().__init__(f"{len(errors)} invalid: " + "; ".join(f"{f}: {r}" for f, r in errors[:3]))
+        self.errors = errors
 
 
 class ScheduleIsCompleted(ServiceError):

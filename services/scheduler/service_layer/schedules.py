@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from scheduler.domain.definition import ScheduleDefinition
 from scheduler.domain.policies import Action, ScheduleState
-from scheduler.domain.retime import retime
-from scheduler.domain.schedule import TIMING_FIELDS, Schedule, ScheduleDeleted
+from scheduler.domain.schedule import Schedule, ScheduleDeleted
 from scheduler.domain.tenant import Entitlements, check_schedule_count
 from scheduler.domain.timing import (
     AnnotatedOccurrence,
     CompiledTiming,
-    InvalidTiming,
     Timing,
     annotated_occurrences,
-    check_timing,
 )
 from scheduler.service_layer.errors import (
     DuplicateKey,
@@ -38,21 +34,27 @@ from scheduler.service_layer.errors import (
 from scheduler.service_layer.pausing import pause
 from scheduler.service_layer.quota import check_definition, check_resume
 from scheduler.service_layer.run_ports import RunSummary
+from scheduler.service_layer.schedule_writes import (
+    Clock,
+    SecretFactory,
+    check_secret,
+    compile_timing,
+    is_retimed,
+    new_schedule,
+    off_loop,
+    prepare_update,
+    validate_timing,
+    validated,
+    write_delete,
+    write_update,
+)
 from scheduler.service_layer.unit_of_work import IdempotencyRecord, ListFilter, UnitOfWork
-from servicekit.data.ids import new_id
 from servicekit.data.pagination import encode_cursor, parse_cursor
-
-Clock = Callable[[], datetime]
-SecretFactory = Callable[[], str]
 
 MAX_OCCURRENCES_PREVIEW = 100
 # A stateless preview has no schedule id yet: its due_at shows the jitter of this stand-in id,
 # so the offset is an example (the stored schedule's own id decides the real one).
 PREVIEW_SCHEDULE_ID = "sch_preview"
-
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 
 LimitsProvider = Callable[[str], Entitlements]
 """A tenant's effective limits (the tenant projection cache's `entitlements`)."""
@@ -99,53 +101,6 @@ def request_hash(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def validate_timing(
-    timing: Timing, now: datetime, *, planned_runs: int = 0, new: bool = True
-) -> CompiledTiming:
-    """check_timing with its errors as InvalidInput naming the field (the API's 422)."""
-    try:
-        return check_timing(timing, now, planned_runs=planned_runs, new=new)
-    except InvalidTiming as exc:
-        raise InvalidInput(exc.field, exc.reason) from None
-
-
-def compile_timing(timing: Timing) -> CompiledTiming:
-    try:
-        return timing.compile()
-    except InvalidTiming as exc:
-        raise InvalidInput(exc.field, exc.reason) from None
-
-
-def _check_rules(
-    definition: ScheduleDefinition, timing: CompiledTiming, limits: Entitlements, now: datetime
-) -> None:
-    """Cross-field and policy rules the request shape cannot express."""
-    for name, reason in definition.problems():
-        raise InvalidInput(name, reason)
-    check_definition(limits, recurrence=timing.recurrence, payload=definition.payload, since=now)
-
-
-def _validated(
-    definition: ScheduleDefinition,
-    limits: Entitlements,
-    now: datetime,
-    *,
-    planned_runs: int = 0,
-    new: bool = True,
-) -> CompiledTiming:
-    """validate_timing then _check_rules: what create and PATCH check before storing."""
-    timing = validate_timing(definition.timing, now, planned_runs=planned_runs, new=new)
-    _check_rules(definition, timing, limits, now)
-    return timing
-
-
-async def off_loop(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-    """Run engine work in a worker thread. A walk may cover MAX_GAP_YEARS of a zone's offset
-    table (tens of ms when not cached) and a min_interval check a century of transitions; on the
-    event loop that would stall every other request of the process meanwhile."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
 async def create_schedule(
     uow: UnitOfWork,
     definition: ScheduleDefinition,
@@ -166,8 +121,8 @@ async def create_schedule(
     secret the tenant supplied instead of a generated one (`Created.secret` is then None: it is
     never returned)."""
     now = clock()
-    _check_secret(definition, secret)
-    timing = await off_loop(_validated, definition, limits, now)
+    check_secret(definition, secret)
+    timing = await off_loop(validated, definition, limits, now)
     if secret is not None:
         supplied = secret
         new_secret = lambda: supplied  # noqa: E731
@@ -218,20 +173,21 @@ async def _create_once(
                 secrets = await uow.schedules.secrets(tenant_id, existing.id, clock())
                 shown = secrets[0] if secrets and not hide_secret else None
                 return Created(existing, shown, replayed=True)
+        # The tenant's schedule writes that change its count take turns (apply too), so
+        # max_schedules holds under concurrent creates.
+        await uow.schedules.lock_tenant(tenant_id)
         count = await uow.schedules.count_live(tenant_id)
         if count >= limits.max_schedules:
             raise QuotaExceeded("max_schedules", limits.max_schedules, count + 1)
         now = clock()
-        schedule = Schedule.create(
-            id=new_id("sch", at=now),
+        schedule, secret = new_schedule(
+            definition,
             tenant_id=tenant_id,
-            definition=definition,
             next_run_at=await off_loop(timing.first_after, now),
             now=now,
             key=key,
+            new_secret=new_secret,
         )
-        # Only a webhook is signed: an event schedule gets no secret at all.
-        secret = new_secret() if definition.action is Action.WEBHOOK else None
         await uow.schedules.add(schedule, secret)
         if idempotency_key is not None:
             await uow.idempotency.add(
@@ -242,11 +198,6 @@ async def _create_once(
             )
         await uow.commit()
         return Created(schedule, None if hide_secret else secret, replayed=False)
-
-
-def _check_secret(definition: ScheduleDefinition, secret: str | None) -> None:
-    if secret is not None and definition.action is not Action.WEBHOOK:
-        raise InvalidInput("secret", "must be absent when action is 'event' (nothing is signed)")
 
 
 async def put_schedule_by_key(
@@ -265,7 +216,7 @@ async def put_schedule_by_key(
     updated_at and the outbox stay. A change goes the PATCH way (`update_schedule`: version,
     `schedule.updated`, a timing change re-plans). Two racing creates of one key: the loser
     reads the winner's schedule and answers as an update (usually "unchanged")."""
-    _check_secret(definition, secret)
+    check_secret(definition, secret)
     for attempt in range(2):
         async with uow_factory() as uow:
             existing = await uow.schedules.get_by_key(tenant_id, key)
@@ -383,7 +334,7 @@ async def update_schedule(
     ahead that are not the new timing's next occurrences (domain/retime.py). `secret`: a
     tenant-supplied signing secret that replaces the current one at once (no grace: the tenant
     chose it and knows when its receiver has it); never returned."""
-    retimed = bool(TIMING_FIELDS & set(changes))
+    retimed = is_retimed(changes)
     async with uow:
         schedule = await _load(uow, tenant_id, schedule_id)
         if retimed:
@@ -391,60 +342,21 @@ async def update_schedule(
         _check_version(schedule, expected_version)
         definition = schedule.definition.with_changes(changes)
         now = clock()
-        ahead: list[datetime] = []
-        if retimed:
-            ahead = await uow.runs.unattempted_planned_after(tenant_id, schedule.id, now)
-        counted = max(0, schedule.planned_runs - len(ahead))
-        timing = await off_loop(
-            _validated, definition, limits, now, planned_runs=counted, new=retimed
+        replan = await prepare_update(
+            uow, schedule, definition, retimed=retimed, limits=limits, now=now
         )
-        # Only a new timing moves the plan position; otherwise keep it, so an occurrence the
-        # planner has not reached yet is not skipped by an unrelated edit.
-        if retimed:
-            plan = await off_loop(retime, timing, now, counted_runs=counted, ahead=ahead)
-            next_run_at = plan.next_run_at
-            schedule.planned_runs -= await uow.runs.delete_unattempted_planned(
-                tenant_id, schedule.id, plan.drop
-            )
-            if schedule.state is ScheduleState.COMPLETED and next_run_at is not None:
-                # Active again, it counts toward max_schedules again.
-                live = await uow.schedules.count_live(tenant_id)
-                violation = check_schedule_count(limits, live + 1)
-                if violation is not None:
-                    raise QuotaExceeded(violation.key, violation.limit, violation.current)
-        else:
-            next_run_at = schedule.next_run_at
-        _check_secret(definition, secret)
-        if secret is not None:
-            supplied = secret
-            new_secret = lambda: supplied  # noqa: E731
-        shown = await _follow_action(uow, schedule, definition.action, new_secret)
-        if secret is not None and shown is None:
-            await uow.schedules.set_secret(tenant_id, schedule.id, secret, keep_previous_until=None)
-        schedule.update(
-            changes, next_run_at=next_run_at, now=now, secret_changed=secret is not None
+        if replan.reopens:
+            # Active again, it counts toward max_schedules again.
+            live = await uow.schedules.count_live(tenant_id)
+            violation = check_schedule_count(limits, live + 1)
+            if violation is not None:
+                raise QuotaExceeded(violation.key, violation.limit, violation.current)
+        check_secret(definition, secret)
+        shown = await write_update(
+            uow, schedule, dict(changes), replan, now=now, new_secret=new_secret, secret=secret
         )
-        await uow.schedules.save(schedule)
         await uow.commit()
-        return Updated(schedule, None if secret is not None else shown)
-
-
-async def _follow_action(
-    uow: UnitOfWork, schedule: Schedule, action: Action, new_secret: SecretFactory | None
-) -> str | None:
-    """Give a schedule becoming a webhook its signing secret, take it from one becoming an event
-    schedule (no grace: nothing is signed any more); the new secret, or None."""
-    if action is schedule.definition.action:
-        return None
-    secret = None
-    if action is Action.WEBHOOK:
-        if new_secret is None:
-            raise ValueError("new_secret is needed to make a schedule a webhook")
-        secret = new_secret()
-    await uow.schedules.set_secret(
-        schedule.tenant_id, schedule.id, secret, keep_previous_until=None
-    )
-    return secret
+        return Updated(schedule, shown)
 
 
 async def pause_schedule(
@@ -509,7 +421,11 @@ async def delete_schedule(
     expected_version: int | None,
     clock: Clock,
 ) -> None:
-    await _change(uow, tenant_id, schedule_id, expected_version, lambda s: s.delete(clock()))
+    async with uow:
+        schedule = await _load(uow, tenant_id, schedule_id)
+        _check_version(schedule, expected_version)
+        await write_delete(uow, schedule, clock())
+        await uow.commit()
 
 
 async def rotate_secret(
@@ -612,34 +528,22 @@ def _check_version(schedule: Schedule, expected: int | None) -> None:
         raise VersionMismatch(schedule.version)
 
 
-async def _change(
-    uow: UnitOfWork,
-    tenant_id: str,
-    schedule_id: str,
-    expected_version: int | None,
-    change: Callable[[Schedule], None],
-) -> Schedule:
-    """Load the live schedule, check If-Match, apply `change` (an aggregate method that records
-    its event), save and commit."""
-    async with uow:
-        schedule = await _load(uow, tenant_id, schedule_id)
-        _check_version(schedule, expected_version)
-        change(schedule)
-        await uow.schedules.save(schedule)
-        await uow.commit()
-        return schedule
-
-
+# Clock, SecretFactory, compile_timing, off_loop and validate_timing live in schedule_writes.py
+# and are re-exported: callers import them from here.
 __all__ = [
+    "Clock",
     "Created",
     "Page",
     "Put",
     "ScheduleDeleted",
+    "SecretFactory",
     "Updated",
+    "compile_timing",
     "create_schedule",
     "delete_schedule",
     "get_schedule",
     "list_schedules",
+    "off_loop",
     "pause_schedule",
     "preview_occurrences",
     "preview_timing",
@@ -648,4 +552,5 @@ __all__ = [
     "resume_schedule",
     "rotate_secret",
     "update_schedule",
+    "validate_timing",
 ]

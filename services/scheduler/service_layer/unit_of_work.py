@@ -71,6 +71,18 @@ class ScheduleRepository(abc.ABC):
             self.seen[schedule.id] = schedule
         return schedule
 
+    async def add_many(self, items: Sequence[tuple[Schedule, str | None]]) -> None:
+        """`add()` for many schedules at once (apply's creates): one batched insert."""
+        await self._add_many(items)
+        self.seen.update((s.id, s) for s, _ in items)
+
+    async def by_keys(self, tenant_id: str, keys: Sequence[str]) -> dict[str, Schedule]:
+        """The tenant's live schedules with these keys, by key, tracked like `get()`; read in a
+        few statements whatever the number of keys."""
+        found = await self._by_keys(tenant_id, keys)
+        self.seen.update((s.id, s) for s in found.values())
+        return found
+
     async def lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         """Live or deleted schedules by id (any tenant: the workers' view), locked until commit
         in id order (so two transactions never deadlock), tracked like `get()`."""
@@ -89,6 +101,17 @@ class ScheduleRepository(abc.ABC):
 
     @abc.abstractmethod
     async def _lock(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]: ...
+
+    @abc.abstractmethod
+    async def _add_many(self, items: Sequence[tuple[Schedule, str | None]]) -> None: ...
+
+    @abc.abstractmethod
+    async def _by_keys(self, tenant_id: str, keys: Sequence[str]) -> dict[str, Schedule]: ...
+
+    @abc.abstractmethod
+    async def lock_tenant(self, tenant_id: str) -> None:
+        """Until commit, the tenant's count-changing schedule writes (create, apply) take turns:
+        PostgreSQL a transaction-level advisory lock per tenant, SQLite its one writer lock."""
 
     @abc.abstractmethod
     async def save(self, schedule: Schedule) -> None:
@@ -113,6 +136,11 @@ class ScheduleRepository(abc.ABC):
     async def secrets(self, tenant_id: str, schedule_id: str, now: datetime) -> list[str]:
         """Plaintext signing secrets, current first, then the previous one while its grace
         period lasts. Empty when the schedule is missing or has no secret (an event schedule)."""
+
+    @abc.abstractmethod
+    async def current_secrets(self, tenant_id: str, schedule_ids: Sequence[str]) -> dict[str, str]:
+        """The plaintext current signing secret of each of these schedules that has one, by id
+        (a few statements whatever the number)."""
 
     @abc.abstractmethod
     async def set_secret(

@@ -4,6 +4,7 @@ invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -17,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.tables import KEY_INDEX, idempotency_keys, schedules
-from scheduler.adapters.secret_box import SecretBox
+from scheduler.adapters.secret_box import NO_SECRET, SecretBox
 from scheduler.domain.definition import (
     FIELD_NAMES,
     RunPolicies,
@@ -59,6 +60,23 @@ _MUTABLE = (
 # aggregate saved by the API can never lower it. next_run_at is written only when the change
 # moved it (pause, resume, retime, delete): the planner advances it without bumping the version,
 # so an unrelated edit saving the value it read would send the planner back over occurrences.
+
+# Keys or ids per statement of a batch read: within every driver's bound on parameters.
+BATCH = 1000
+# A tenant's count-changing schedule writes take turns (PostgreSQL: a transaction-level advisory
+# lock in the two-int space, namespace apart; two tenants sharing a 32-bit key only wait for
+# each other). SQLite: a write first takes the one writer lock for the whole transaction (WAL:
+# readers go on), so a read that precedes the writes cannot go stale.
+TENANT_SCHEDULES_LOCK_NAMESPACE = 0x5C4E
+_LOCK_TENANT_SCHEDULES = sa.text("SELECT pg_advisory_xact_lock(:ns, :key)")
+_SQLITE_WRITE_LOCK = sa.text("UPDATE schedules SET tenant_id = tenant_id WHERE 1 = 0")
+
+
+def tenant_lock_key(tenant_id: str) -> int:
+    """The advisory lock key (int4) of a tenant's schedules."""
+    digest = hashlib.blake2b(tenant_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
 
 # A definition's columns are named by its flat field names (domain/definition.py FIELD_NAMES).
 DEFINITION_COLUMNS = tuple(schedules.c[name] for name in FIELD_NAMES)
@@ -227,6 +245,49 @@ class SqlScheduleRepository(ScheduleRepository):
                 raise KeyConflict(schedule.key) from None
             raise
         self._track(schedule)
+
+    async def _add_many(self, items: Sequence[tuple[Schedule, str | None]]) -> None:
+        rows = []
+        for schedule, secret in items:
+            row = schedule_to_row(schedule)
+            row["secret_ciphertext"] = self.box.stored(secret, schedule_id=schedule.id)
+            rows.append(row)
+        for start in range(0, len(rows), BATCH):
+            await _execute(self.conn, sa.insert(schedules), rows[start : start + BATCH])
+        for schedule, _ in items:
+            self._track(schedule)
+
+    async def _by_keys(self, tenant_id: str, keys: Sequence[str]) -> dict[str, Schedule]:
+        wanted = sorted(set(keys))
+        found: dict[str, Schedule] = {}
+        for start in range(0, len(wanted), BATCH):
+            q = self._scoped(tenant_id).where(schedules.c.key.in_(wanted[start : start + BATCH]))
+            for row in await self.conn.execute(q):
+                schedule = row_to_schedule(row)
+                self._track(schedule)
+                found[str(schedule.key)] = schedule
+        return found
+
+    async def lock_tenant(self, tenant_id: str) -> None:
+        if self.conn.dialect.name == "postgresql":
+            await self.conn.execute(
+                _LOCK_TENANT_SCHEDULES,
+                {"ns": TENANT_SCHEDULES_LOCK_NAMESPACE, "key": tenant_lock_key(tenant_id)},
+            )
+        else:
+            await self.conn.execute(_SQLITE_WRITE_LOCK)
+
+    async def current_secrets(self, tenant_id: str, schedule_ids: Sequence[str]) -> dict[str, str]:
+        wanted = sorted(set(schedule_ids))
+        out: dict[str, str] = {}
+        for start in range(0, len(wanted), BATCH):
+            q = self._scoped(tenant_id, schedules.c.id, schedules.c.secret_ciphertext).where(
+                schedules.c.id.in_(wanted[start : start + BATCH])
+            )
+            for schedule_id, stored in await self.conn.execute(q):
+                if stored and stored != NO_SECRET:
+                    out[schedule_id] = self.box.decrypt(stored, associated=schedule_id)
+        return out
 
     async def _get(
         self, tenant_id: str, schedule_id: str | None, *, key: str | None = None
@@ -433,8 +494,8 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-async def _execute(conn: AsyncConnection, statement: Any) -> Any:
+async def _execute(conn: AsyncConnection, statement: Any, rows: Any = None) -> Any:
     try:
-        return await conn.execute(statement)
+        return await conn.execute(statement, rows)
     except IntegrityError as exc:
         raise DuplicateKey(str(exc.orig)) from exc

@@ -12,11 +12,15 @@ from prometheus_client import CollectorRegistry
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, default_entitlements, rotation_grace
-from scheduler.entrypoints.api import health, schedules
+from scheduler.entrypoints.api import apply, health, schedules
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
 from scheduler.entrypoints.api.runs import install_runs
+from scheduler.service_layer.apply import (
+    DEFAULT_APPLY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_APPLY_REQUEST_BYTES,
+)
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
@@ -48,6 +52,8 @@ def create_app(
     *,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     request_timeout_seconds: float = HttpLimits.request_timeout_seconds,
+    max_apply_request_bytes: int = DEFAULT_MAX_APPLY_REQUEST_BYTES,
+    apply_timeout_seconds: float = DEFAULT_APPLY_TIMEOUT_SECONDS,
     on_startup: list[Hook] | None = None,
     on_shutdown: list[Hook] | None = None,
 ) -> FastAPI:
@@ -74,9 +80,18 @@ def create_app(
     answer_both_slash_forms(app)  # /v1/schedules answers like /v1/schedules/, no 307
     install_auth(app, verifier)
     app.include_router(health.router(ctx.check_database, ctx.metrics.registry, ctx.watchdog))
+    app.include_router(apply.router)  # before /{schedule_id}: its path is a literal
     app.include_router(schedules.router)
-    app.add_middleware(BodyLimitMiddleware, limit=max_request_bytes)
-    app.add_middleware(RequestDeadlineMiddleware, seconds=request_timeout_seconds)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit=max_request_bytes,
+        overrides={apply.APPLY_PATH: max_apply_request_bytes},
+    )
+    app.add_middleware(
+        RequestDeadlineMiddleware,
+        seconds=request_timeout_seconds,
+        overrides={apply.APPLY_PATH: apply_timeout_seconds},
+    )
     app.add_middleware(HttpMetricsMiddleware, metrics=ctx.metrics)
     app.add_middleware(SecurityHeadersMiddleware)
     return app
@@ -114,6 +129,8 @@ def app_from_container(
         container.verifier,
         max_request_bytes=container.settings.max_request_bytes,
         request_timeout_seconds=container.settings.http_request_timeout_seconds,
+        max_apply_request_bytes=container.settings.max_apply_request_bytes,
+        apply_timeout_seconds=container.settings.http_apply_timeout_seconds,
         on_startup=[*startup, container.start_tenants],
         on_shutdown=[container.stop_tenants, container.aclose],
     )

@@ -18,6 +18,7 @@ from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
     InvalidInput,
+    InvalidItems,
     KeyConflict,
     NotAWebhook,
     NotFound,
@@ -36,6 +37,9 @@ from servicekit.http.problems import (
 from servicekit.http.problems import install_problem_handlers as install_shared_handlers
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
+# A bulk request's 422 names every item that is wrong (apply: up to 10,000 definitions, one
+# entry each in the usual case), so its answer stays about the size of the request.
+MAX_ITEM_ERRORS = 10_000
 log = logging.getLogger("scheduler.api")
 
 
@@ -71,8 +75,11 @@ async def _service(request: Request, exc: Exception) -> JSONResponse:
         return problem(request, 409, str(exc), slug="idempotency-conflict")
     if isinstance(exc, TenantSuspended):
         return problem(request, 403, str(exc), slug="tenant-suspended")
+    if isinstance(exc, InvalidItems):
+        return render(request, field_errors_problem(exc.errors, limit=MAX_ITEM_ERRORS))
     if isinstance(exc, QuotaExceeded):
         # 403: the request is well-formed but the tenant's plan does not allow it.
+        where = {} if exc.field is None else {"field": exc.field}
         return problem(
             request,
             403,
@@ -81,6 +88,7 @@ async def _service(request: Request, exc: Exception) -> JSONResponse:
             limit=exc.limit,
             limit_value=exc.limit_value,
             current=exc.current,
+            **where,
         )
     if isinstance(exc, KeyConflict):
         return problem(request, 409, str(exc), slug="key-conflict")
