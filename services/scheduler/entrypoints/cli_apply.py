@@ -13,8 +13,6 @@ import re
 import sys
 from typing import Any
 
-from schedulerclient import Client
-
 from scheduler.entrypoints.clikit import plan, remote
 from scheduler.entrypoints.clikit.definition_files import (
     DefinitionFileError,
@@ -22,6 +20,7 @@ from scheduler.entrypoints.clikit.definition_files import (
     load_definitions,
 )
 from scheduler.entrypoints.clikit.output import dump
+from schedulerclient import Client
 
 PROG = "scheduler apply"
 # `schedules[3].cron` (the contract's spelling) or `schedules.3.cron` (pydantic's location).

@@ -7,10 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from schedulerclient import Client
-
 from scheduler.entrypoints.cli_apply import add_file_arguments, origin_note, read_definitions, send
 from scheduler.entrypoints.clikit import plan, remote
+from schedulerclient import Client
 
 PROG = "scheduler diff"
 EXIT_CHANGES = 1

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
+
 from schedulerclient import ApiError, Client, TransportError
 
 DEFAULT_URL = "http://127.0.0.1:8089"

@@ -9,10 +9,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from schedulerclient import ApiError, Client
-
 from scheduler.entrypoints.clikit import output, remote
 from scheduler.entrypoints.clikit.definition_files import DefinitionFileError, load_one
+from schedulerclient import ApiError, Client
 
 PAGE = 100  # the API's largest page
 KEY_PREFIX = "key:"
