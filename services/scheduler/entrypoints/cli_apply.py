@@ -47,7 +47,7 @@ def add_file_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete the schedules carrying every such label whose key is not in the files "
         "(repeatable; a schedule without a key is never deleted)",
     )
-    remote.add_connection_arguments(parser)
+    remote.add_connection_arguments(parser, timeout=remote.APPLY_TIMEOUT_SECONDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

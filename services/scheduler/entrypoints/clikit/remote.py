@@ -20,6 +20,10 @@ from schedulerclient import ApiError, Client, TransportError
 
 DEFAULT_URL = "http://127.0.0.1:8089"
 EXIT_ERROR = 2
+DEFAULT_TIMEOUT_SECONDS = 30.0
+# An apply of 10,000 definitions may take the server's whole apply deadline (120 s by default).
+APPLY_TIMEOUT_SECONDS = 180.0
+MAX_TIMEOUT_SECONDS = 3600.0
 MAX_FIELD_LINES = 20  # the API sends at most 20 field errors; a plan never needs more
 
 FieldNote = Callable[[str], str | None]
@@ -30,13 +34,34 @@ class CliError(Exception):
     """A refusal already worded for the user: one line, exit status 2."""
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(
+    parser: argparse.ArgumentParser, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> None:
     parser.add_argument(
         "--url",
         default=None,
         help=f"the scheduler API (default: $SCHEDULER_URL, else {DEFAULT_URL})",
     )
     parser.add_argument("--token", default=None, help="bearer token (default: $SCHEDULER_TOKEN)")
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=timeout,
+        metavar="SECONDS",
+        help=f"how long to wait for each answer (1..{MAX_TIMEOUT_SECONDS:g}, default {timeout:g})",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= MAX_TIMEOUT_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 1 to {MAX_TIMEOUT_SECONDS:g}"
+        )
+    return value
 
 
 def base_url(args: argparse.Namespace) -> str:
@@ -46,7 +71,7 @@ def base_url(args: argparse.Namespace) -> str:
 
 def client_of(args: argparse.Namespace) -> Client:
     token = args.token or os.environ.get("SCHEDULER_TOKEN") or None
-    return Client(base_url(args), token=token)
+    return Client(base_url(args), token=token, timeout=args.timeout)
 
 
 def data_of(result: Any) -> Any:
@@ -120,6 +145,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: BaseException) -> str:
     text = _one_line(str(exc))
     return text or type(exc).__name__
