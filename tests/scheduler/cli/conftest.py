@@ -42,7 +42,9 @@ class Api:
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("AUTH_", "SCHEDULER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTH_", "SCHEDULER_"))}
+    env["SCHEDULER_DEFAULT_MAX_SCHEDULES"] = "1000"  # the paging test lists more than 100
+    return env
 
 
 @pytest.fixture(scope="module")

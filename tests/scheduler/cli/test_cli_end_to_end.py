@@ -239,3 +239,30 @@ def test_ledger_and_versions_are_thin(tenant: str, tmp_path: Path, capsys: Captu
             assert code == 2
             assert err.count("\n") == 1
             assert "not supported by this server" in err
+
+
+def test_list_follows_pages_up_to_its_limit(tenant: str, tmp_path: Path, capsys: Capture) -> None:
+    many = [
+        {
+            "key": f"k{i:03}",
+            "name": f"n{i}",
+            "cron": "@daily",
+            "timezone": "UTC",
+            "action": "event",
+            "labels": {"batch": "many"},
+        }
+        for i in range(130)
+    ]
+    (tmp_path / "many.json").write_text(json.dumps(many))
+    code, out, err = _run(capsys, "apply", "-f", str(tmp_path / "many.json"))
+    assert code == 0, err
+    assert out.splitlines()[-1] == "130 created, 0 updated, 0 deleted"
+
+    code, out, err = _run(capsys, "schedules", "list", "--label", "batch=many", "-o", "json")
+    assert code == 0
+    assert sorted(s["key"] for s in json.loads(out)) == [d["key"] for d in many]
+    assert err == ""
+    code, out, err = _run(capsys, "schedules", "list", "--limit", "110")
+    assert code == 0
+    assert len(out.splitlines()) == 1 + 110  # the header and 110 rows
+    assert err == "(more than 110 items: raise --limit to see more)\n"
