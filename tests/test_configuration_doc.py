@@ -22,6 +22,8 @@ SERVICES: tuple[type[ServiceSettings], ...] = (SchedulerSettings, NotificationSe
 SERVICE_VARIABLE = re.compile(
     r"(?<![A-Z0-9_])(?:SCHEDULER|NOTIFICATION)_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_])"
 )
+# Read by the client side (schedulerclient's `from_env`, the `scheduler` CLI), not by a service.
+CLIENT_VARIABLES = {"SCHEDULER_URL", "SCHEDULER_TOKEN", "NOTIFICATION_URL"}
 
 
 def _generator() -> ModuleType:
@@ -67,7 +69,7 @@ def _read(cls: type[ServiceSettings], name: str) -> str:
 
 
 def test_every_service_variable_the_docs_name_is_read() -> None:
-    read = {cls.env_name(name) for cls in SERVICES for name in cls.model_fields}
+    read = {cls.env_name(name) for cls in SERVICES for name in cls.model_fields} | CLIENT_VARIABLES
     sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "deploy").rglob("*")]
     named = {
         (match, path.relative_to(ROOT).as_posix())

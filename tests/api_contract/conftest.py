@@ -8,15 +8,12 @@ tests talk to it over real HTTP. Module-scoped: one pair of servers per test mod
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from pydantic import SecretStr
 
@@ -29,7 +26,7 @@ from servicekit.data.secretbox import generate_key
 from tests.scheduler.conftest import HS256_KEY, StepClock
 from tests.scheduler.schedules.conftest import make_container
 from tests.support.pg import fresh_postgres_database
-from tests.support.processes import free_port
+from tests.support.threaded_server import serve_in_thread as _serve
 
 SCOPES = (
     "schedules:read",
@@ -37,7 +34,6 @@ SCOPES = (
     "notifications:read",
     "notifications:write",
 )
-START_TIMEOUT_SECONDS = 30.0
 
 
 def bearer(tenant: str = "contract-tenant") -> dict[str, str]:
@@ -48,50 +44,6 @@ def bearer(tenant: str = "contract-tenant") -> dict[str, str]:
 class Served:
     base_url: str
     openapi: dict[str, object]
-
-
-@contextmanager
-def _serve(
-    build: Callable[[], Awaitable[tuple[FastAPI, Callable[[], Awaitable[None]]]]],
-) -> Iterator[str]:
-    """Run `build()`'s app under uvicorn in a thread; `build` returns the app and its cleanup."""
-    port = free_port()
-    ready = threading.Event()
-    holder: dict[str, object] = {}
-
-    async def main() -> None:
-        app, cleanup = await build()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-        )
-        holder["server"] = server
-        ready.set()
-        try:
-            await server.serve()
-        finally:
-            await cleanup()
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # surfaced by the start-up wait below
-            holder["error"] = exc
-            ready.set()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(START_TIMEOUT_SECONDS), "the app was not built in time"
-    server = holder.get("server")
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while not (isinstance(server, uvicorn.Server) and server.started):
-        assert "error" not in holder, holder["error"]
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)  # waiting for the server thread, not for time
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @contextmanager
