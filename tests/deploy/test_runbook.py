@@ -120,6 +120,7 @@ def test_every_setting_named_exists() -> None:
 def _routes() -> list[tuple[set[str], re.Pattern[str]]]:
     modules = [
         "scheduler.entrypoints.api.schedules",
+        "scheduler.entrypoints.api.apply",
         "scheduler.entrypoints.api.runs",
         "scheduler.entrypoints.api.backfill",
         "notification.entrypoints.api.subscriptions",

@@ -340,7 +340,7 @@ async def _write(
             next_run_at=step.next_run_at,
             now=now,
             key=step.item.key,
-            new_secret=new_secret if supplied is None else (lambda v=supplied: v),
+            new_secret=new_secret if supplied is None else _given(supplied),
         )
         rows.append((schedule, secret))
         if secret is not None and supplied is None:
@@ -363,6 +363,10 @@ async def _write(
     for schedule in await _locked(uow, doomed):
         await write_delete(uow, schedule, now)
     return shown
+
+
+def _given(secret: str) -> SecretFactory:
+    return lambda: secret
 
 
 async def _locked(uow: UnitOfWork, schedules: list[Schedule]) -> list[Schedule]:

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from scheduler.service_layer.apply import MAX_APPLY_SCHEDULES
 from scheduler.service_layer.errors import (
     DuplicateKey,
     IdempotencyConflict,
@@ -37,9 +38,9 @@ from servicekit.http.problems import (
 from servicekit.http.problems import install_problem_handlers as install_shared_handlers
 
 PROBLEM_TYPE_BASE = TYPE_PREFIX
-# A bulk request's 422 names every item that is wrong (apply: up to 10,000 definitions, one
-# entry each in the usual case), so its answer stays about the size of the request.
-MAX_ITEM_ERRORS = 10_000
+# A bulk request's 422 names every item that is wrong (one entry per definition in the usual
+# case), so its answer stays about the size of the request.
+MAX_ITEM_ERRORS = MAX_APPLY_SCHEDULES
 log = logging.getLogger("scheduler.api")
 
 
@@ -79,16 +80,16 @@ async def _service(request: Request, exc: Exception) -> JSONResponse:
         return render(request, field_errors_problem(exc.errors, limit=MAX_ITEM_ERRORS))
     if isinstance(exc, QuotaExceeded):
         # 403: the request is well-formed but the tenant's plan does not allow it.
-        where = {} if exc.field is None else {"field": exc.field}
+        where: dict[str, Any] = {} if exc.field is None else {"field": exc.field}
         return problem(
             request,
             403,
             str(exc),
             slug="quota-exceeded",
+            **where,
             limit=exc.limit,
             limit_value=exc.limit_value,
             current=exc.current,
-            **where,
         )
     if isinstance(exc, KeyConflict):
         return problem(request, 409, str(exc), slug="key-conflict")
