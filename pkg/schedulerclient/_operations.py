@@ -18,6 +18,9 @@ from schedulerclient.models import (
     Action,
     AlertContactsIn,
     AlertContactsOut,
+    ApplyDefinition,
+    ApplyIn,
+    ApplyOut,
     BackfillIn,
     BackfillOut,
     BackfillPreviewOut,
@@ -34,6 +37,7 @@ from schedulerclient.models import (
     PageSubscriptionOut,
     PauseIn,
     PreviewIn,
+    PruneIn,
     RetryPolicyIn,
     RunList,
     RunListItem,
@@ -57,6 +61,7 @@ from schedulerclient.models import (
 
 GET_SCHEDULER_HEALTH = Operation("getSchedulerHealth", "GET", "/healthz", "scheduler")
 GET_SCHEDULER_READINESS = Operation("getSchedulerReadiness", "GET", "/readyz", "scheduler")
+APPLY_SCHEDULES = Operation("applySchedules", "POST", "/v1/schedules/apply", "scheduler")
 LIST_SCHEDULES = Operation("listSchedules", "GET", "/v1/schedules/", "scheduler")
 CREATE_SCHEDULE = Operation(
     "createSchedule",
@@ -204,6 +209,31 @@ class SyncOperations:
     ) -> Any:
         """Readyz. `GET /readyz` (getSchedulerReadiness)."""
         return self._send(GET_SCHEDULER_READINESS)
+
+    def apply_schedules(
+        self,
+        body: ApplyIn | Mapping[str, Any] | None = None,
+        *,
+        schedules: Sequence[ApplyDefinition | Mapping[str, Any]] | Unset = UNSET,
+        prune: PruneIn | Mapping[str, Any] | Unset | None = UNSET,
+        dry_run: bool | Unset = UNSET,
+    ) -> ApplyOut:
+        """Bring the tenant's keyed schedules to this set, all or nothing (dry_run: the plan only);
+        an unchanged definition writes nothing. `POST /v1/schedules/apply` (applySchedules).
+        """
+        data = self._send(
+            APPLY_SCHEDULES,
+            body=merge_body(
+                body,
+                {
+                    "schedules": schedules,
+                    "prune": prune,
+                    "dry_run": dry_run,
+                },
+                required=True,
+            ),
+        )
+        return ApplyOut.model_validate(data)
 
     def list_schedules(
         self,
@@ -1017,6 +1047,31 @@ class AsyncOperations:
     ) -> Any:
         """Readyz. `GET /readyz` (getSchedulerReadiness)."""
         return await self._send(GET_SCHEDULER_READINESS)
+
+    async def apply_schedules(
+        self,
+        body: ApplyIn | Mapping[str, Any] | None = None,
+        *,
+        schedules: Sequence[ApplyDefinition | Mapping[str, Any]] | Unset = UNSET,
+        prune: PruneIn | Mapping[str, Any] | Unset | None = UNSET,
+        dry_run: bool | Unset = UNSET,
+    ) -> ApplyOut:
+        """Bring the tenant's keyed schedules to this set, all or nothing (dry_run: the plan only);
+        an unchanged definition writes nothing. `POST /v1/schedules/apply` (applySchedules).
+        """
+        data = await self._send(
+            APPLY_SCHEDULES,
+            body=merge_body(
+                body,
+                {
+                    "schedules": schedules,
+                    "prune": prune,
+                    "dry_run": dry_run,
+                },
+                required=True,
+            ),
+        )
+        return ApplyOut.model_validate(data)
 
     async def list_schedules(
         self,

@@ -13,6 +13,9 @@ SUBCOMMANDS = {
     "migrate": ("cli_migrate", "apply database migrations to SCHEDULER_DATABASE_URL"),
     "preview": ("cli_preview", "print the next occurrences of a cron expression in a zone"),
     "token": ("cli_token", "mint a dev bearer token signed with AUTH_HS256_KEY"),
+    "schedules": ("cli_schedules", "list, show and change schedules through the API"),
+    "apply": ("cli_apply", "create, update (and prune) schedules from YAML or JSON files"),
+    "diff": ("cli_diff", "what `apply` would change (exit 0: nothing, 1: changes, 2: error)"),
 }
 
 
