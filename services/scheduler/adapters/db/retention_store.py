@@ -155,10 +155,12 @@ v = schedule_versions
 
 def superseded_versions_batch(before: datetime, limit: int) -> sa.Select[Any]:
     """Superseded before `before`, oldest first, cited by no run: a run citing one has
-    scheduled_for < before + MAX_RUN_LEAD, so the check reads only the schedule's runs that old
-    (ix_runs_schedule_history), the few that outlived the run retention."""
+    scheduled_for < before + MAX_RUN_LEAD, so the check reads only runs that old (by
+    ix_runs_schedule_history or ix_runs_tenant_scheduled), the few that outlived the run
+    retention and the lead's slice."""
     cited = sa.exists(
         sa.select(sa.literal(1)).where(
+            runs.c.tenant_id == v.c.tenant_id,
             runs.c.schedule_id == v.c.schedule_id,
             runs.c.scheduled_for < before + MAX_RUN_LEAD,
             runs.c.schedule_version == v.c.version,
