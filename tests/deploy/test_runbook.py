@@ -122,6 +122,7 @@ def _routes() -> list[tuple[set[str], re.Pattern[str]]]:
         "scheduler.entrypoints.api.schedules",
         "scheduler.entrypoints.api.runs",
         "scheduler.entrypoints.api.backfill",
+        "scheduler.entrypoints.api.versions",
         "notification.entrypoints.api.subscriptions",
         "notification.entrypoints.api.alert_contacts",
         "notification.entrypoints.api.notifications",

@@ -100,11 +100,14 @@ async def restore_version(
     raise AssertionError("unreachable")
 
 
+MAX_VERSION = 2**31 - 1  # the column's int4
+
+
 def _version_of(cursor: str) -> int:
-    try:
-        return int(parse_cursor(cursor).id)
-    except ValueError:
-        raise InvalidCursor("not a version cursor") from None
+    ident = parse_cursor(cursor).id
+    if not ident.isdigit() or not 1 <= int(ident) <= MAX_VERSION:
+        raise InvalidCursor("not a version cursor")
+    return int(ident)
 
 
 __all__ = ["VersionPage", "get_version", "list_versions", "restore_version"]

@@ -5,6 +5,7 @@ version without its change (same transaction)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import httpx
 import sqlalchemy as sa
@@ -15,6 +16,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWork
 from scheduler.bootstrap import Container
 from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.pausing import pause
+from servicekit.data.pagination import encode_cursor
 from tests.scheduler.conftest import ALL_SCOPES, HS256_KEY, StepClock, auth
 from tests.scheduler.schedules.conftest import schedule_body
 
@@ -267,5 +269,6 @@ async def test_versions_page_newest_first_with_a_cursor(client: httpx.AsyncClien
     third = await versions(client, sid, limit=2, cursor=second["next_cursor"])
     assert [i["version"] for i in second["items"]] == [3, 2]
     assert ([i["version"] for i in third["items"]], third["next_cursor"]) == ([1], None)
-    bad = await client.get(f"{URL}{sid}/versions", params={"cursor": "nope"}, headers=auth())
-    assert bad.status_code == 400
+    for forged in ("nope", encode_cursor(datetime.now(UTC), "9" * 40)):
+        bad = await client.get(f"{URL}{sid}/versions", params={"cursor": forged}, headers=auth())
+        assert bad.status_code == 400, bad.text
