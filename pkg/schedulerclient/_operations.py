@@ -57,6 +57,9 @@ from schedulerclient.models import (
     SubscriptionWithSecretOut,
     TargetIn,
     Trigger,
+    VersionItem,
+    VersionList,
+    VersionOut,
 )
 
 GET_SCHEDULER_HEALTH = Operation("getSchedulerHealth", "GET", "/healthz", "scheduler")
@@ -104,6 +107,24 @@ LIST_OCCURRENCES = Operation(
     "scheduler",
 )
 PREVIEW_SCHEDULE = Operation("previewSchedule", "POST", "/v1/schedules/preview", "scheduler")
+LIST_SCHEDULE_VERSIONS = Operation(
+    "listScheduleVersions",
+    "GET",
+    "/v1/schedules/{schedule_id}/versions",
+    "scheduler",
+)
+GET_SCHEDULE_VERSION = Operation(
+    "getScheduleVersion",
+    "GET",
+    "/v1/schedules/{schedule_id}/versions/{version}",
+    "scheduler",
+)
+RESTORE_SCHEDULE_VERSION = Operation(
+    "restoreScheduleVersion",
+    "POST",
+    "/v1/schedules/{schedule_id}/versions/{version}/restore",
+    "scheduler",
+)
 TRIGGER_SCHEDULE = Operation(
     "triggerSchedule",
     "POST",
@@ -587,6 +608,74 @@ class SyncOperations:
             ),
         )
         return OccurrencesOut.model_validate(data)
+
+    def list_schedule_versions(
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VersionList:
+        """A schedule's versions, newest first (cursor pagination). `GET
+        /v1/schedules/{schedule_id}/versions` (listScheduleVersions).
+        """
+        data = self._send(
+            LIST_SCHEDULE_VERSIONS,
+            path={"schedule_id": schedule_id},
+            query={"limit": limit, "cursor": cursor},
+        )
+        return VersionList.model_validate(data)
+
+    def iter_schedule_versions(
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> Iterator[VersionItem]:
+        """Every item of `list_schedule_versions`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return iterate_pages(
+            lambda cursor: self.list_schedule_versions(
+                schedule_id,
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
+
+    def get_schedule_version(
+        self,
+        schedule_id: str,
+        version: int,
+    ) -> VersionOut:
+        """One version: the definition and state as of it, who made it and what changed. `GET
+        /v1/schedules/{schedule_id}/versions/{version}` (getScheduleVersion).
+        """
+        data = self._send(
+            GET_SCHEDULE_VERSION,
+            path={"schedule_id": schedule_id, "version": version},
+        )
+        return VersionOut.model_validate(data)
+
+    def restore_schedule_version(
+        self,
+        schedule_id: str,
+        version: int,
+        *,
+        if_match: str | None = None,
+    ) -> ScheduleWithSecret:
+        """Apply a version's definition as a new version (the update path: validated, a timing
+        change re-plans; If-Match optional). `POST
+        /v1/schedules/{schedule_id}/versions/{version}/restore` (restoreScheduleVersion).
+        """
+        data = self._send(
+            RESTORE_SCHEDULE_VERSION,
+            path={"schedule_id": schedule_id, "version": version},
+            headers={"If-Match": if_match},
+        )
+        return ScheduleWithSecret.model_validate(data)
 
     def trigger_schedule(
         self,
@@ -1425,6 +1514,74 @@ class AsyncOperations:
             ),
         )
         return OccurrencesOut.model_validate(data)
+
+    async def list_schedule_versions(
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> VersionList:
+        """A schedule's versions, newest first (cursor pagination). `GET
+        /v1/schedules/{schedule_id}/versions` (listScheduleVersions).
+        """
+        data = await self._send(
+            LIST_SCHEDULE_VERSIONS,
+            path={"schedule_id": schedule_id},
+            query={"limit": limit, "cursor": cursor},
+        )
+        return VersionList.model_validate(data)
+
+    def iter_schedule_versions(
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> AsyncIterator[VersionItem]:
+        """Every item of `list_schedule_versions`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return aiterate_pages(
+            lambda cursor: self.list_schedule_versions(
+                schedule_id,
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
+
+    async def get_schedule_version(
+        self,
+        schedule_id: str,
+        version: int,
+    ) -> VersionOut:
+        """One version: the definition and state as of it, who made it and what changed. `GET
+        /v1/schedules/{schedule_id}/versions/{version}` (getScheduleVersion).
+        """
+        data = await self._send(
+            GET_SCHEDULE_VERSION,
+            path={"schedule_id": schedule_id, "version": version},
+        )
+        return VersionOut.model_validate(data)
+
+    async def restore_schedule_version(
+        self,
+        schedule_id: str,
+        version: int,
+        *,
+        if_match: str | None = None,
+    ) -> ScheduleWithSecret:
+        """Apply a version's definition as a new version (the update path: validated, a timing
+        change re-plans; If-Match optional). `POST
+        /v1/schedules/{schedule_id}/versions/{version}/restore` (restoreScheduleVersion).
+        """
+        data = await self._send(
+            RESTORE_SCHEDULE_VERSION,
+            path={"schedule_id": schedule_id, "version": version},
+            headers={"If-Match": if_match},
+        )
+        return ScheduleWithSecret.model_validate(data)
 
     async def trigger_schedule(
         self,

@@ -26,6 +26,7 @@ __all__ = [
     "BackfillPreviewOut",
     "BreakerIn",
     "BreakerOut",
+    "DefinitionOut",
     "DeliveryOut",
     "DstAnnotation",
     "DstPolicy",
@@ -68,6 +69,9 @@ __all__ = [
     "TargetOut",
     "Trigger",
     "UpdatedOut",
+    "VersionItem",
+    "VersionList",
+    "VersionOut",
 ]
 
 Action: TypeAlias = Literal["webhook", "event"]
@@ -321,6 +325,12 @@ class RunListItem(Model):
     replay_of: str | None = None
     """a replay run: the id of the run it replays (same schedule)"""
 
+    schedule_version: int | None = None
+    """the schedule's version that planned the run (manual, replay, backfill: the version current
+    when asked for; GET /v1/schedules/{id}/versions/{n}); null on runs from before versions were
+    recorded
+    """
+
     last_status_code: int | None = None
     """the newest attempt's HTTP status; null without one"""
 
@@ -352,6 +362,12 @@ class RunOut(Model):
     replay_of: str | None = None
     """a replay run: the id of the run it replays (same schedule)"""
 
+    schedule_version: int | None = None
+    """the schedule's version that planned the run (manual, replay, backfill: the version current
+    when asked for; GET /v1/schedules/{id}/versions/{n}); null on runs from before versions were
+    recorded
+    """
+
 
 class RunWithAttempts(Model):
     id: str
@@ -371,6 +387,12 @@ class RunWithAttempts(Model):
 
     replay_of: str | None = None
     """a replay run: the id of the run it replays (same schedule)"""
+
+    schedule_version: int | None = None
+    """the schedule's version that planned the run (manual, replay, backfill: the version current
+    when asked for; GET /v1/schedules/{id}/versions/{n}); null on runs from before versions were
+    recorded
+    """
 
     attempts: list[AttemptOut]
 
@@ -570,6 +592,29 @@ class TargetOut(Model):
     timeout_seconds: int
 
 
+class DefinitionOut(Model):
+    """A schedule's definition (the fields of a schedule a create or PUT by key takes)."""
+
+    name: str
+    description: str | None
+    cron: str | None
+    run_at: str | None
+    timezone: str
+    dst_policy: DstPolicy
+    start_at: str | None
+    end_at: str | None
+    max_runs: int | None
+    jitter_seconds: int
+    action: Action
+    target: TargetOut | None
+    payload: JsonValue
+    retry_policy: RetryPolicyOut
+    misfire_policy: MisfirePolicy
+    overlap_policy: OverlapPolicy
+    breaker: BreakerOut
+    labels: dict[str, str]
+
+
 class ScheduleOut(Model):
     id: str
     name: str
@@ -704,3 +749,52 @@ class ApplyOut(Model):
     schedules without a supplied secret (and an update that makes an event schedule a webhook
     without one); empty on a dry run
     """
+
+
+class VersionItem(Model):
+    version: int
+    at: str
+
+    actor: str
+    """the token's subject, or `system`"""
+
+    source: str
+    """what made the change: `api`, `apply`, `breaker`, `quota`, `suspension` or `planner`"""
+
+    changes: list[dict[str, JsonValue]]
+    """the fields this version changed, by their flat names (a definition field, `state`,
+    `paused_reason`): `{"field", "from", "to"}`; a new signing secret is `{"field": "secret"}`
+    alone, never a value; empty for version 1 (the creation)
+    """
+
+
+class VersionList(Model):
+    items: list[VersionItem]
+    next_cursor: str | None
+
+
+class VersionOut(Model):
+    version: int
+    at: str
+
+    actor: str
+    """the token's subject, or `system`"""
+
+    source: str
+    """what made the change: `api`, `apply`, `breaker`, `quota`, `suspension` or `planner`"""
+
+    changes: list[dict[str, JsonValue]]
+    """the fields this version changed, by their flat names (a definition field, `state`,
+    `paused_reason`): `{"field", "from", "to"}`; a new signing secret is `{"field": "secret"}`
+    alone, never a value; empty for version 1 (the creation)
+    """
+
+    schedule_id: str
+
+    state: str
+    """`active`, `paused`, `completed`, or `deleted`"""
+
+    paused_reason: str | None
+
+    definition: DefinitionOut
+    """the definition as of this version"""

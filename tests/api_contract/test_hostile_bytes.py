@@ -383,7 +383,12 @@ def test_forged_cursors_are_400_on_every_scheduler_list(scheduler_server: Served
             },
         )
         assert status == 201, created
-        lists = ["/v1/schedules/", f"/v1/schedules/{created['id']}/runs", "/v1/schedules/-/runs"]
+        lists = [
+            "/v1/schedules/",
+            f"/v1/schedules/{created['id']}/runs",
+            "/v1/schedules/-/runs",
+            f"/v1/schedules/{created['id']}/versions",
+        ]
         for path in lists:
             _assert_invalid_cursor(client, path)
             status, _, label = client.request("GET", path)  # and the list still answers
@@ -413,7 +418,7 @@ def test_forged_cursors_are_400_on_every_notification_list(notification_server: 
 
 
 def test_every_list_route_is_covered(scheduler_server: Served, notification_server: Served) -> None:
-    """The six lists above are every route that takes a cursor."""
+    """The seven lists above are every route that takes a cursor."""
     routes = set()
     for served in (scheduler_server, notification_server):
         paths: dict[str, dict[str, Any]] = served.openapi["paths"]  # type: ignore[assignment]
@@ -426,6 +431,7 @@ def test_every_list_route_is_covered(scheduler_server: Served, notification_serv
         "GET /v1/schedules/",
         "GET /v1/schedules/{schedule_id}/runs",
         "GET /v1/schedules/-/runs",
+        "GET /v1/schedules/{schedule_id}/versions",
         "GET /v1/subscriptions/",
         "GET /v1/subscriptions/{sub_id}/deliveries",
         "GET /v1/notifications/",

@@ -123,6 +123,7 @@ def _routes() -> list[tuple[set[str], re.Pattern[str]]]:
         "scheduler.entrypoints.api.apply",
         "scheduler.entrypoints.api.runs",
         "scheduler.entrypoints.api.backfill",
+        "scheduler.entrypoints.api.versions",
         "notification.entrypoints.api.subscriptions",
         "notification.entrypoints.api.alert_contacts",
         "notification.entrypoints.api.notifications",

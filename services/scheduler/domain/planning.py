@@ -92,6 +92,7 @@ class PlannedOccurrence:
         now: datetime,
         payload: Mapping[str, Any] | None = None,
         due_at: datetime | None = None,
+        schedule_version: int | None = None,
     ) -> Run:
         if self.status is RunStatus.SKIPPED:
             assert self.skip_reason is not None
@@ -101,6 +102,7 @@ class PlannedOccurrence:
                 scheduled_for=self.scheduled_for,
                 now=now,
                 reason=self.skip_reason,
+                schedule_version=schedule_version,
             )
         return Run.planned(
             tenant_id=tenant_id,
@@ -110,6 +112,7 @@ class PlannedOccurrence:
             trigger=Trigger.SCHEDULE,
             payload=payload,
             due_at=due_at,
+            schedule_version=schedule_version,
         )
 
 

@@ -223,6 +223,9 @@ class Run:
     """The backfill request a backfill run belongs to (its uniqueness with the occurrence)."""
     replay_of: str | None = None
     """The run a replay run replays (its id); None on every other run."""
+    schedule_version: int | None = None
+    """The schedule's version that planned it (manual, replay, backfill: current when asked
+    for); None on runs from before versions."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
 
@@ -240,6 +243,7 @@ class Run:
         payload: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         due_at: datetime | None = None,
+        schedule_version: int | None = None,
     ) -> Run:
         """A pending run, due at `due_at` (default `scheduled_for`; a manual trigger or replay
         passes `now`): no attempt starts before it."""
@@ -258,6 +262,7 @@ class Run:
             created_at=now,
             payload=payload,
             due_at=due,
+            schedule_version=schedule_version,
         )
 
     @classmethod
@@ -271,6 +276,7 @@ class Run:
         reason: SkipReason,
         trigger: Trigger = Trigger.SCHEDULE,
         run_id: str | None = None,
+        schedule_version: int | None = None,
     ) -> Run:
         """A run recorded as skipped at plan time, so the occurrence is never silently lost.
         Its `schedule.run.skipped` event is in `events`: the planner writes it with the row."""
@@ -286,6 +292,7 @@ class Run:
             skip_reason=SkipReason(reason),
             finished_at=now,
             created_at=now,
+            schedule_version=schedule_version,
         )
         run._record_event(RUN_SKIPPED, now, {"skip_reason": str(run.skip_reason)})
         return run

@@ -16,7 +16,9 @@ can never fire again is `completed` (`complete()`, event `schedule.completed`); 
 makes occurrences possible again makes it active.
 
 `version` starts at 1 and grows by one on every change: it is the optimistic-concurrency token
-(the HTTP ETag) and the SQL repository updates a row only when the stored version matches.
+(the HTTP ETag) and the SQL repository updates a row only when the stored version matches. Each
+bump records a `NewVersion` (domain/versions.py) in `self.versions`, the definition and state it
+leaves and what changed since the one before; the repository writes them with the row.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from scheduler.domain.definition import Target as Target  # re-exported for runs
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import ScheduleState
 from scheduler.domain.timing import Timing
+from scheduler.domain.versions import DELETED, NewVersion, Snapshot
 from servicekit.data.ids import new_id
 from servicekit.data.timestamps import format_utc
 
@@ -73,6 +76,13 @@ class Schedule:
     changed: it addresses the schedule (`PUT /v1/schedules/by-key/{key}`), so it is not part of
     the definition that address takes. Unique among the tenant's live schedules."""
     events: list[DomainEvent] = field(default_factory=list, repr=False, compare=False)
+    versions: list[NewVersion] = field(default_factory=list, repr=False, compare=False)
+    """Versions recorded and not written yet (the repository drains them on save)."""
+    _baseline: Snapshot = field(init=False, repr=False, compare=False)
+    """The last version's snapshot: what the next one's changes are counted from."""
+
+    def __post_init__(self) -> None:
+        self._baseline = self.snapshot()
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -101,6 +111,9 @@ class Schedule:
             planned_runs=0,
             key=key,
         )
+        schedule.versions.append(
+            NewVersion(id, tenant_id, 1, now, before=None, after=schedule._baseline)
+        )
         schedule._record("schedule.created", now)
         return schedule
 
@@ -108,6 +121,10 @@ class Schedule:
     @property
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
+
+    def snapshot(self) -> Snapshot:
+        state = DELETED if self.is_deleted else self.state.value
+        return Snapshot(self.definition, state, self.paused_reason)
 
     def update(
         self,
@@ -121,7 +138,8 @@ class Schedule:
         the caller computed for the resulting timing (ignored while paused). A completed schedule
         whose timing changed becomes active again when `next_run_at` is not None. A no-op change
         still bumps the version, so a client's If-Match sequence stays simple. `secret_changed`: the
-        caller replaced the signing secret too (the event names `secret`, never its value)."""
+        caller replaced the signing secret too (the event names `secret`, never its value). The
+        event's `changed` lists the new version's changed fields."""
         self._ensure_alive()
         self.definition = self.definition.with_changes(changes)
         reopened = (
@@ -133,9 +151,8 @@ class Schedule:
             self.state = ScheduleState.ACTIVE
         if self.state is ScheduleState.ACTIVE:
             self.next_run_at = next_run_at
-        self._touch(now)
-        changed = sorted({*changes, "secret"} if secret_changed else changes)
-        self._record("schedule.updated", now, {"changed": changed})
+        version = self._touch(now, secret_changed=secret_changed)
+        self._record("schedule.updated", now, {"changed": list(version.changed())})
         if self.state is ScheduleState.ACTIVE and self.next_run_at is None:
             self.complete(now)
 
@@ -193,16 +210,30 @@ class Schedule:
     def secret_rotated(self, now: datetime) -> None:
         """The secret itself lives in the adapter (encrypted); the aggregate only versions it."""
         self._ensure_alive()
-        self._touch(now)
+        self._touch(now, secret_changed=True)
 
     # ---- internals ----------------------------------------------------------------------------
     def _ensure_alive(self) -> None:
         if self.is_deleted:
             raise ScheduleDeleted(self.id)
 
-    def _touch(self, now: datetime) -> None:
+    def _touch(self, now: datetime, *, secret_changed: bool = False) -> NewVersion:
+        """Bump the version and record it, after the change it versions was made."""
         self.updated_at = now
         self.version += 1
+        after = self.snapshot()
+        version = NewVersion(
+            self.id,
+            self.tenant_id,
+            self.version,
+            now,
+            before=self._baseline,
+            after=after,
+            secret_changed=secret_changed,
+        )
+        self._baseline = after
+        self.versions.append(version)
+        return version
 
     def _record(self, type_: str, now: datetime, extra: Mapping[str, Any] | None = None) -> None:
         definition = self.definition
@@ -232,4 +263,4 @@ class Schedule:
         )
 
     def copy(self) -> Schedule:
-        return replace(self, events=[])
+        return replace(self, events=[], versions=[])

@@ -55,7 +55,7 @@ from scheduler.service_layer.schedule_writes import (
     write_delete,
     write_update,
 )
-from scheduler.service_layer.unit_of_work import ListFilter, UnitOfWork, UnitOfWorkFactory
+from scheduler.service_layer.unit_of_work import ListFilter, UnitOfWork
 
 MAX_APPLY_SCHEDULES = 10_000
 # The apply route's own bounds (applied at the HTTP edge, SCHEDULER_MAX_APPLY_REQUEST_BYTES and
@@ -122,7 +122,7 @@ class _Step:
 
 
 async def apply_schedules(
-    uow_factory: UnitOfWorkFactory,
+    uow_factory: Callable[[], UnitOfWork],
     items: Sequence[ApplyItem],
     *,
     tenant_id: str,

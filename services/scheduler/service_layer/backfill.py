@@ -97,7 +97,7 @@ async def backfill(
             return BackfillResult(items, 0, existing, zone)
         backfill_id = new_id("bfl", at=now) if include_existing else ONCE
         new_runs = [
-            _backfill_run(tenant_id, schedule.id, i.occurrence.at, now, payload)
+            _backfill_run(tenant_id, schedule, i.occurrence.at, now, payload)
             for i in items
             if include_existing or not i.exists
         ]
@@ -141,12 +141,14 @@ def _occurrences_in(
 
 
 def _backfill_run(
-    tenant_id: str, schedule_id: str, occurrence: datetime, now: datetime, payload: Any
+    tenant_id: str, schedule: Schedule, occurrence: datetime, now: datetime, payload: Any
 ) -> Run:
-    """Due now: the occurrence is past; its lag counts from when it was asked for."""
+    """Due now: the occurrence is past; its lag counts from when it was asked for. It cites the
+    schedule's version its occurrences were computed from."""
     return Run.planned(
         tenant_id=tenant_id,
-        schedule_id=schedule_id,
+        schedule_id=schedule.id,
+        schedule_version=schedule.version,
         scheduled_for=occurrence.astimezone(UTC),
         now=now,
         trigger=Trigger.BACKFILL,

@@ -37,6 +37,7 @@ from scheduler.domain.policies import OverlapPolicy
 from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.tenant import quota_day, runs_remaining
 from scheduler.domain.timing import CompiledTiming, Timing
+from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.run_ports import (
     PlanUpdate,
     RunRepository,
@@ -88,7 +89,7 @@ async def plan_due(
 ) -> PlanningReport:
     """One planning pass at `now`."""
     cfg = settings or PlanningSettings()
-    async with uows() as uow:
+    async with uows(Actor.system(Source.PLANNER)) as uow:
         runs = uow.runs
         due = await runs.lock_due_schedules(now + cfg.lookahead, cfg.batch)
         if not due:
@@ -206,6 +207,7 @@ def _plan_schedule(
                 now=now,
                 payload=s.definition.payload if to_send else None,
                 due_at=timing.due_at(s.id, occurrence.scheduled_for) if to_send else None,
+                schedule_version=s.version,
             )
         )
     return _SchedulePlan(s, timing, decision.next_run_at, runs, decision.more_due)

@@ -6,8 +6,12 @@ never holds long locks) and at most `max_batches` batches per table per pass:
 
 - runs, with their delivery_attempts: terminal (succeeded, failed, skipped) and finished longer
   ago than `SCHEDULER_RUN_RETENTION_DAYS` (90); a skipped run is finished when recorded.
-- schedules, with their idempotency keys: soft-deleted longer ago than the run retention and no
-  run left (so a deleted schedule's history is kept until retention, DESIGN §5).
+- schedules, with their idempotency keys and versions: soft-deleted longer ago than the run
+  retention and no run left (so a deleted schedule's history is kept until retention, DESIGN §5).
+- schedule_versions (DESIGN §7b): superseded longer ago than the run retention (so never a
+  schedule's latest, and a ledger finds the version in force at any instant the runs cover) and
+  cited by no run left (`runs.schedule_version`): versions are kept at least as long as the runs
+  that cite them.
 - idempotency_keys: created longer ago than `SCHEDULER_IDEMPOTENCY_TTL_SECONDS` (86,400). A
   replay after that creates a new schedule, as with Stripe's 24 h keys.
 - processed_events (tenant consumer dedup): older than
@@ -88,8 +92,8 @@ async def prune_once(
     uows: UnitOfWorkFactory, policy: RetentionPolicy, now: datetime
 ) -> RetentionReport:
     """One bounded pass over every table, each batch in a transaction of its own. Runs go before
-    schedules, so a deleted schedule whose last runs expire in this pass is purged in the same
-    pass."""
+    schedules and versions, so a deleted schedule whose last runs expire in this pass is purged
+    in the same pass, and so is a version its last citing run expired with."""
     run_cutoff = now - policy.run_retention
     steps = [
         PruneStep(
@@ -100,6 +104,11 @@ async def prune_once(
         PruneStep(
             RetainedTable.SCHEDULES,
             _in_own_transaction(uows, lambda r, c, n: r.purge_deleted_schedules(c, n)),
+            run_cutoff,
+        ),
+        PruneStep(
+            RetainedTable.SCHEDULE_VERSIONS,
+            _in_own_transaction(uows, lambda r, c, n: r.delete_superseded_versions(c, n)),
             run_cutoff,
         ),
         PruneStep(

@@ -18,6 +18,7 @@ class RetainedTable(StrEnum):
     IDEMPOTENCY_KEYS = "idempotency_keys"
     PROCESSED_EVENTS = "processed_events"
     OUTBOX = "outbox"
+    SCHEDULE_VERSIONS = "schedule_versions"
 
 
 Deleted = batching.Deleted[RetainedTable]
@@ -38,3 +39,7 @@ class RetentionRepository(Protocol):
     async def delete_processed_events(self, processed_before: datetime, limit: int) -> Deleted: ...
 
     async def delete_sent_outbox(self, sent_before: datetime, limit: int) -> Deleted: ...
+
+    async def delete_superseded_versions(
+        self, superseded_before: datetime, limit: int
+    ) -> Deleted: ...

@@ -49,6 +49,8 @@ class ScheduleToPlan:
     definition: ScheduleDefinition
     next_run_at: datetime
     planned_runs: int
+    version: int | None = None
+    """The schedule's version (its runs cite it as `schedule_version`)."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,13 @@ async def trigger_run(
         if schedule is None:
             raise NotFound("schedule", schedule_id)
         run = await _insert_now(
-            uow, tenant_id, schedule_id, Trigger.MANUAL, schedule.definition.payload, clock
+            uow,
+            tenant_id,
+            schedule_id,
+            Trigger.MANUAL,
+            schedule.definition.payload,
+            clock,
+            schedule_version=schedule.version,
         )
     if wake is not None:
         wake()
@@ -70,7 +76,8 @@ async def replay_run(
 ) -> Run:
     """A new run with the replayed run's payload."""
     async with uows() as uow:
-        if await uow.schedules.get(tenant_id, schedule_id) is None:
+        schedule = await uow.schedules.get(tenant_id, schedule_id)
+        if schedule is None:
             raise NotFound("schedule", schedule_id)
         original = await uow.runs.get_run(tenant_id, schedule_id, run_id)
         if original is None:
@@ -83,6 +90,7 @@ async def replay_run(
             original.payload,
             clock,
             replay_of=original.id,
+            schedule_version=schedule.version,
         )
     if wake is not None:
         wake()
@@ -98,8 +106,9 @@ async def _insert_now(
     clock: Clock,
     *,
     replay_of: str | None = None,
+    schedule_version: int | None = None,
 ) -> Run:
-    """A run due now, outside the plan, committed."""
+    """A run due now, outside the plan, committed; `schedule_version` the schedule's current."""
     now = clock()
     run = Run.planned(
         tenant_id=tenant_id,
@@ -108,6 +117,7 @@ async def _insert_now(
         now=now,
         trigger=trigger,
         payload=payload,
+        schedule_version=schedule_version,
     )
     run.replay_of = replay_of
     await uow.runs.insert_runs([run])

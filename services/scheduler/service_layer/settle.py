@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.domain.run import Run, RunStatus
+from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.breaker import apply_breaker
 from scheduler.service_layer.run_ports import Completion
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
@@ -40,7 +41,7 @@ async def settle_completions(
 ) -> SettleReport:
     if not completions:
         return SettleReport([], [], [])
-    async with uows() as uow:
+    async with uows(Actor.system(Source.BREAKER)) as uow:
         owned = await uow.runs.settle_leased(completions)
         kept = [c for c in completions if c.run.id in owned]
         lost = [c.run.id for c in completions if c.run.id not in owned]

@@ -1,7 +1,8 @@
 """The unit of work: ONE port per scheduler transaction (cosmic-python style), carrying every
 repository of the scheduler database: `schedules`, `idempotency`, `runs` (the set-based
-primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections) and
-`retention` (batch deletes, service_layer/retention_ports.py).
+primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections),
+`retention` (batch deletes, service_layer/retention_ports.py) and `versions` (reads of schedule
+versions, service_layer/version_ports.py).
 
 Contract every implementation keeps:
 - Schedule and idempotency methods take the tenant id; another tenant's row is indistinguishable
@@ -13,6 +14,9 @@ Contract every implementation keeps:
   the same transaction as the state change (duplicate event ids are ignored). The settle write
   (`RunRepository.settle_leased`) is the one hot-path exception: it writes its completions'
   events in its own statement, with the same row builder.
+- `ScheduleRepository.add()` and `save()` write the versions the aggregate recorded
+  (domain/versions.py) with its row, attributed to `actor`, the unit of work's: whoever opens one
+  that may change a schedule names who acts (`uows(actor)`).
 - Leaving the `async with` block without commit() rolls everything back.
 - A unique-key violation surfaces as service_layer.errors.DuplicateKey.
 """
@@ -20,18 +24,20 @@ Contract every implementation keeps:
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
+from scheduler.domain.versions import Actor
 from scheduler.service_layer.retention_ports import RetentionRepository
 from scheduler.service_layer.run_ports import RunRepository
+from scheduler.service_layer.version_ports import VersionRepository
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,9 @@ class UnitOfWork(abc.ABC):
     runs: RunRepository
     tenants: TenantRepository
     retention: RetentionRepository
+    versions: VersionRepository
+    actor: Actor
+    """Who this unit of work's schedule changes are attributed to (their versions' author)."""
     _events: list[DomainEvent]
 
     async def __aenter__(self) -> Self:
@@ -251,5 +260,9 @@ class UnitOfWork(abc.ABC):
     async def rollback(self) -> None: ...
 
 
-UnitOfWorkFactory = Callable[[], UnitOfWork]
-"""What the API, the workers and the use cases hold: a fresh unit of work per transaction."""
+class UnitOfWorkFactory(Protocol):
+    """What the API, the workers and the use cases hold: a fresh unit of work per transaction,
+    acting as `actor` (default: `domain.versions.UNATTRIBUTED`, for transactions that change no
+    schedule)."""
+
+    def __call__(self, actor: Actor = ...) -> UnitOfWork: ...

@@ -41,6 +41,7 @@ async def test_trigger_then_history_then_detail_then_replay(
         "started_at",
         "finished_at",
         "replay_of",
+        "schedule_version",
     }
     assert (run["trigger"], run["status"], run["attempt_count"]) == ("manual", "pending", 0)
     assert datetime.fromisoformat(run["scheduled_for"]) == mclock()  # RFC 3339, explicit UTC

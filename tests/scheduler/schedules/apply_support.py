@@ -33,10 +33,13 @@ async def apply(
 
 
 async def state(container: Container) -> dict[str, Any]:
-    """Everything a write would change: rows of schedules and outbox, every schedule's version
-    and updated_at."""
+    """Everything a write would change: rows of schedules, outbox and schedule_versions, every
+    schedule's version and updated_at."""
     async with container.engine.connect() as conn:
         outbox = (await conn.execute(sa.text("SELECT count(*) FROM outbox"))).scalar_one()
+        versions = (
+            await conn.execute(sa.text("SELECT count(*) FROM schedule_versions"))
+        ).scalar_one()
         rows = (
             await conn.execute(
                 sa.text(
@@ -45,7 +48,7 @@ async def state(container: Container) -> dict[str, Any]:
                 )
             )
         ).all()
-    return {"outbox": outbox, "schedules": [tuple(r) for r in rows]}
+    return {"outbox": outbox, "versions": versions, "schedules": [tuple(r) for r in rows]}
 
 
 async def live(client: httpx.AsyncClient, tenant: str = "tenant-a") -> dict[str, dict[str, Any]]:

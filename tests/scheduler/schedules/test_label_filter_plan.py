@@ -15,7 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduler.adapters.db.engine import create_engine
 from scheduler.adapters.db.repository import SqlScheduleRepository
+from scheduler.adapters.db.versions import SqlVersionStore
 from scheduler.adapters.secret_box import SecretBox
+from scheduler.domain.versions import UNATTRIBUTED
 from scheduler.service_layer.unit_of_work import ListFilter
 
 TENANT = "tenant-big"
@@ -59,7 +61,8 @@ async def big(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 async def _plan(engine: AsyncEngine, filters: ListFilter) -> tuple[str, int, float]:
     async with engine.connect() as conn:
-        repo = SqlScheduleRepository(conn, SecretBox([b"k" * 32]))
+        versions = SqlVersionStore(conn, UNATTRIBUTED)
+        repo = SqlScheduleRepository(conn, SecretBox([b"k" * 32]), versions.write)
         q = repo.page_query(TENANT, 51, None, filters)
         sql = str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
         result = await conn.execute(sa.text(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}"))

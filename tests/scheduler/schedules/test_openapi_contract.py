@@ -23,6 +23,10 @@ DESIGN_ROUTES = {
     ("get", "/v1/schedules/-/runs"),
     ("post", "/v1/schedules/preview"),
     ("post", "/v1/schedules/{schedule_id}/backfill"),
+    # DESIGN.md §7b: versions.
+    ("get", "/v1/schedules/{schedule_id}/versions"),
+    ("get", "/v1/schedules/{schedule_id}/versions/{version}"),
+    ("post", "/v1/schedules/{schedule_id}/versions/{version}/restore"),
     # Beyond §5 (docs/architecture.md, deviations): the console's run timeline, counted by the API.
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
     # DESIGN.md §7b.

@@ -1,12 +1,14 @@
 """SQL schedule and idempotency repositories on the unit of work's connection. Every tenant's
 query is scoped by tenant_id through `_scoped()`, so another tenant's row is exactly as
-invisible as a missing one; `lock()` (the workers' view) reads by id alone."""
+invisible as a missing one; `lock()` (the workers' view) reads by id alone. `add()` and `save()`
+hand the versions the aggregate recorded to `write_versions` (adapters/db/versions.py) right
+after the row, on the same connection: no change without its version, whoever made it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from enum import Enum
@@ -37,6 +39,7 @@ from scheduler.domain.policies import (
 )
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.timing import Timing
+from scheduler.domain.versions import NewVersion
 from scheduler.service_layer.errors import DuplicateKey, KeyConflict, VersionMismatch
 from scheduler.service_layer.unit_of_work import (
     IdempotencyRecord,
@@ -222,11 +225,17 @@ def row_to_schedule(row: Any) -> Schedule:
 _SCHEDULE_COLUMNS = [c for c in schedules.c if not c.name.endswith("secret_ciphertext")]
 
 
+WriteVersions = Callable[[Sequence[NewVersion]], Awaitable[None]]
+
+
 class SqlScheduleRepository(ScheduleRepository):
-    def __init__(self, conn: AsyncConnection, box: SecretBox) -> None:
+    def __init__(
+        self, conn: AsyncConnection, box: SecretBox, write_versions: WriteVersions
+    ) -> None:
         super().__init__()
         self.conn = conn
         self.box = box
+        self._write_versions = write_versions
         self._loaded_version: dict[str, int] = {}
         self._loaded_next: dict[str, datetime | None] = {}
 
@@ -251,6 +260,7 @@ class SqlScheduleRepository(ScheduleRepository):
             if schedule.key is not None and _is_key_violation(str(exc)):
                 raise KeyConflict(schedule.key) from None
             raise
+        await self._drain_versions(schedule)
         self._track(schedule)
 
     async def _add_many(self, items: Sequence[tuple[Schedule, str | None]]) -> None:
@@ -261,7 +271,9 @@ class SqlScheduleRepository(ScheduleRepository):
             rows.append(row)
         for start in range(0, len(rows), BATCH):
             await _execute(self.conn, sa.insert(schedules), rows[start : start + BATCH])
+        await self._write_versions([v for schedule, _ in items for v in schedule.versions])
         for schedule, _ in items:
+            schedule.versions.clear()
             self._track(schedule)
 
     async def _by_keys(self, tenant_id: str, keys: Sequence[str]) -> dict[str, Schedule]:
@@ -297,6 +309,10 @@ class SqlScheduleRepository(ScheduleRepository):
                 if stored and stored != NO_SECRET:
                     out[schedule_id] = self.box.decrypt(stored, associated=schedule_id)
         return out
+
+    async def _drain_versions(self, schedule: Schedule) -> None:
+        await self._write_versions(schedule.versions)
+        schedule.versions.clear()
 
     async def _get(
         self, tenant_id: str, schedule_id: str | None, *, key: str | None = None
@@ -350,6 +366,7 @@ class SqlScheduleRepository(ScheduleRepository):
         )
         if result.rowcount != 1:
             raise VersionMismatch()
+        await self._drain_versions(schedule)
         self._track(schedule)
 
     async def list_page(

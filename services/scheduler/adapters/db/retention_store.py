@@ -2,7 +2,9 @@
 method is one batch on the unit of work's connection, bounded by `limit` rows of its table.
 
 Batches select their rows oldest first through an index (migration 0005, 0003 for
-processed_events, 0004 for sent outbox rows), so a batch costs O(limit), never O(table). On
+processed_events, 0004 for sent outbox rows, 0014 for superseded versions), so a batch costs
+O(limit), never O(table) (a superseded version still cited by a run is looked at again by each
+batch: such versions are few, the runs that outlive the retention). On
 PostgreSQL the selection takes row locks with SKIP LOCKED: two replicas pruning at once take
 disjoint batches instead of waiting on each other. Partial-index predicates are SQL literals
 (never bound parameters), so PostgreSQL can match them to the partial indexes.
@@ -10,7 +12,7 @@ disjoint batches instead of waiting on each other. Partial-index predicates are 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,13 +20,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.dialect import rowcount
 from scheduler.adapters.db.tables import (
+    SUPERSEDED_SQL,
     delivery_attempts,
     idempotency_keys,
     outbox,
     runs,
+    schedule_versions,
     schedules,
 )
 from scheduler.adapters.db.tenant_store import processed_events
+from scheduler.domain.planning import MAX_LOOKAHEAD
 from scheduler.service_layer.retention import Deleted, RetainedTable
 
 TERMINAL_SQL = "status IN ('succeeded', 'failed', 'skipped')"  # ix_runs_terminal_finished
@@ -32,6 +37,11 @@ DELETED_SQL = "deleted_at IS NOT NULL"  # ix_schedules_deleted
 SENT_SQL = "sent_at IS NOT NULL"  # ix_outbox_sent_at; unsent rows are the relay's backlog
 # Ids of a batch travel as bound parameters: PostgreSQL allows 32,767 per statement.
 MAX_BATCH = 10_000
+# How much later than its creation a run's scheduled_for can be: planned ahead by at most the
+# planner's lookahead (manual, replay and backfill runs are for now or the past), plus room for
+# clocks that disagree between processes. A run citing a version was created before the next
+# one was written, so its scheduled_for is before that instant plus this (retention's bound).
+MAX_RUN_LEAD = MAX_LOOKAHEAD + timedelta(hours=1)
 
 
 class SqlRetentionRepository:
@@ -73,7 +83,25 @@ class SqlRetentionRepository:
         deleted = await conn.execute(
             sa.delete(schedules).where(schedules.c.id.in_(ids), sa.text(DELETED_SQL), _NO_RUNS)
         )
-        return Deleted(rowcount(deleted), {RetainedTable.IDEMPOTENCY_KEYS: rowcount(keys)})
+        # Their versions go with them (a schedule still there, a run came back meanwhile, keeps
+        # its own).
+        gone = ~sa.exists(sa.select(sa.literal(1)).where(schedules.c.id == v.c.schedule_id))
+        versions = await conn.execute(sa.delete(v).where(v.c.schedule_id.in_(ids), gone))
+        return Deleted(
+            rowcount(deleted),
+            {
+                RetainedTable.IDEMPOTENCY_KEYS: rowcount(keys),
+                RetainedTable.SCHEDULE_VERSIONS: rowcount(versions),
+            },
+        )
+
+    async def delete_superseded_versions(self, superseded_before: datetime, limit: int) -> Deleted:
+        """Versions superseded before the cutoff that no run left cites."""
+        _check(limit)
+        doomed = self._lock(superseded_versions_batch(superseded_before, limit))
+        key = sa.tuple_(v.c.schedule_id, v.c.version)
+        result = await self.conn.execute(sa.delete(v).where(key.in_(doomed)))
+        return Deleted(rowcount(result))
 
     async def delete_idempotency_keys(self, created_before: datetime, limit: int) -> Deleted:
         _check(limit)
@@ -118,6 +146,30 @@ def deleted_schedules_batch(before: datetime, limit: int) -> sa.Select[Any]:
         sa.select(schedules.c.id)
         .where(sa.text(DELETED_SQL), schedules.c.deleted_at < before, _NO_RUNS)
         .order_by(schedules.c.deleted_at)
+        .limit(limit)
+    )
+
+
+v = schedule_versions
+
+
+def superseded_versions_batch(before: datetime, limit: int) -> sa.Select[Any]:
+    """Superseded before `before`, oldest first, cited by no run: a run citing one has
+    scheduled_for < before + MAX_RUN_LEAD, so the check reads only runs that old (by
+    ix_runs_schedule_history or ix_runs_tenant_scheduled), the few that outlived the run
+    retention and the lead's slice."""
+    cited = sa.exists(
+        sa.select(sa.literal(1)).where(
+            runs.c.tenant_id == v.c.tenant_id,
+            runs.c.schedule_id == v.c.schedule_id,
+            runs.c.scheduled_for < before + MAX_RUN_LEAD,
+            runs.c.schedule_version == v.c.version,
+        )
+    )
+    return (
+        sa.select(v.c.schedule_id, v.c.version)
+        .where(sa.text(SUPERSEDED_SQL), v.c.superseded_at < before, ~cited)
+        .order_by(v.c.superseded_at)
         .limit(limit)
     )
 

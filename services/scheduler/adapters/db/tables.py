@@ -132,6 +132,36 @@ sa.Index(
     sqlite_where=sa.text("sent_at IS NOT NULL"),
 )
 
+# ---- schedule versions (migration 0014, adapters/db/versions.py) ----------------------------
+
+# Retention's candidates: versions another one superseded (the latest never is).
+SUPERSEDED_SQL = "superseded_at IS NOT NULL"
+
+schedule_versions = sa.Table(
+    "schedule_versions",
+    metadata,
+    # The primary key serves every read: a schedule's versions newest first, one version, and
+    # "which version was in force at t" (at <= t < superseded_at).
+    sa.Column("schedule_id", sa.String(40), primary_key=True),
+    sa.Column("version", sa.Integer(), primary_key=True),
+    sa.Column("tenant_id", sa.String(200), nullable=False),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    # When the next version was written (null: this is the schedule's latest).
+    sa.Column("superseded_at", UTCDateTime(), nullable=True),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),
+    # `active`, `paused`, `completed` or `deleted`.
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("paused_reason", sa.String(200), nullable=True),
+    # The definition in the API's shape (flat field names); never a secret.
+    sa.Column("definition", JSONText(), nullable=False),
+    # [{"field", "from", "to"}], a new secret as {"field": "secret"} alone.
+    sa.Column("changes", JSONText(), nullable=False),
+)
+partial_index(
+    "ix_schedule_versions_superseded", schedule_versions.c.superseded_at, where=SUPERSEDED_SQL
+)
+
 # ---- runs (migration 0002 and later) ------------------------------------------------------
 
 UNFINISHED_SQL = "status IN ('pending', 'in_progress', 'retrying')"
@@ -177,6 +207,9 @@ runs = sa.Table(
     # The run a replay run replays (migration 0012); null on other runs. Not a foreign key:
     # retention deletes old runs, and a replay outlives the run it copied.
     sa.Column("replay_of", sa.String(40), nullable=True),
+    # The schedule's version that planned (or, for manual, replay and backfill runs, was current
+    # when asked for) this run (migration 0014); null on older rows.
+    sa.Column("schedule_version", sa.Integer(), nullable=True),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )

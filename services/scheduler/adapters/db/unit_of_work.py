@@ -16,8 +16,10 @@ from scheduler.adapters.db.retention_store import SqlRetentionRepository
 from scheduler.adapters.db.runs import SqlRunRepository
 from scheduler.adapters.db.tables import outbox
 from scheduler.adapters.db.tenant_store import SqlTenantRepository
+from scheduler.adapters.db.versions import SqlVersionStore
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.events import DomainEvent
+from scheduler.domain.versions import UNATTRIBUTED, Actor
 from scheduler.service_layer.errors import DuplicateKey
 from scheduler.service_layer.unit_of_work import UnitOfWork
 
@@ -25,9 +27,10 @@ from scheduler.service_layer.unit_of_work import UnitOfWork
 class SqlUnitOfWork(UnitOfWork):
     conn: AsyncConnection
 
-    def __init__(self, engine: AsyncEngine, box: SecretBox) -> None:
+    def __init__(self, engine: AsyncEngine, box: SecretBox, actor: Actor = UNATTRIBUTED) -> None:
         self._engine = engine
         self._box = box
+        self.actor = actor
 
     async def __aenter__(self) -> Self:
         self.conn = await self._engine.connect()
@@ -37,7 +40,8 @@ class SqlUnitOfWork(UnitOfWork):
             await self.conn.close()
             raise
         conn, box = self.conn, self._box
-        self.schedules = SqlScheduleRepository(conn, box)
+        self.versions = SqlVersionStore(conn, self.actor)
+        self.schedules = SqlScheduleRepository(conn, box, self.versions.write)
         self.idempotency = SqlIdempotencyRepository(conn)
         self.runs = SqlRunRepository(conn, box)
         self.tenants = SqlTenantRepository(conn)
@@ -71,5 +75,5 @@ class SqlUnitOfWorkFactory:
         self.engine = engine
         self.box = box
 
-    def __call__(self) -> SqlUnitOfWork:
-        return SqlUnitOfWork(self.engine, self.box)
+    def __call__(self, actor: Actor = UNATTRIBUTED) -> SqlUnitOfWork:
+        return SqlUnitOfWork(self.engine, self.box, actor)

@@ -27,6 +27,7 @@ from scheduler.domain.tenant import (
     PLATFORM_EVENTS_TOPIC,
     Entitlements,
 )
+from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.tenant_events import BatchReport, apply_events
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 from servicekit.runtime.worker import WorkerLoop
@@ -95,7 +96,9 @@ class TenantConsumerWorker:
 
     async def apply(self, events: Sequence[dict[str, Any]]) -> None:
         """Apply one batch of envelopes in one transaction (raises: the batch is retried)."""
-        report = await apply_events(self.uow_factory(), events, self.clock(), self.defaults)
+        # Of tenant events, only a downgrade changes schedules (it pauses them): the quota's.
+        uow = self.uow_factory(Actor.system(Source.QUOTA))
+        report = await apply_events(uow, events, self.clock(), self.defaults)
         if self.on_batch is not None:
             self.on_batch(report)
         if self.cache is not None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from authclient import Principal
+from scheduler.domain.versions import Source
 from scheduler.entrypoints.api.context import context_of, require_writer
 from scheduler.entrypoints.api.schedules import BODY_ERRORS, WRITE
 from scheduler.entrypoints.api.schemas import (
@@ -132,7 +133,7 @@ async def apply_schedules(
         return None
 
     result = await svc.apply_schedules(
-        ctx.uow_factory,
+        ctx.uows_as(principal, Source.APPLY),
         [svc.ApplyItem(d.key, definition_of(d), d.secret) for d in body.schedules],
         tenant_id=principal.tenant_id,
         prune_labels=None if body.prune is None else body.prune.labels,

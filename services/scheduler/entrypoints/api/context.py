@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
+from scheduler.domain.versions import Actor, Source
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
@@ -20,7 +21,7 @@ from servicekit.runtime.watchdog import Watchdog
 
 @dataclass
 class ApiContext:
-    uow_factory: Callable[[], UnitOfWork]
+    uow_factory: UnitOfWorkFactory
     clock: Clock
     new_secret: SecretFactory
     limits_for: LimitsProvider
@@ -34,6 +35,14 @@ class ApiContext:
     """The in-process workers' (role `all`): readyz is 503 while one of their loops is overdue."""
     allowed_ports: frozenset[int] | None = None
     """Ports a target URL may name (WEBHOOK_ALLOWED_PORTS; None: webhookdeliver's default)."""
+
+    def uows_as(
+        self, principal: Principal, source: Source = Source.API
+    ) -> Callable[[], UnitOfWork]:
+        """Units of work acting for the token's subject: the versions of the schedules they
+        change name it as their actor (DESIGN.md §7b)."""
+        actor = Actor(principal.subject, source)
+        return lambda: self.uow_factory(actor)
 
 
 def context_of(request: Request) -> ApiContext:

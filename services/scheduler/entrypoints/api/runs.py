@@ -92,6 +92,12 @@ class RunOut(BaseModel):
     replay_of: str | None = Field(
         default=None, description="a replay run: the id of the run it replays (same schedule)"
     )
+    schedule_version: int | None = Field(
+        default=None,
+        description="the schedule's version that planned the run (manual, replay, backfill: "
+        "the version current when asked for; GET /v1/schedules/{id}/versions/{n}); null on "
+        "runs from before versions were recorded",
+    )
 
 
 class RunWithAttempts(RunOut):
@@ -133,6 +139,7 @@ def run_out(run: Run) -> dict[str, Any]:
         "started_at": _utc(run.started_at),
         "finished_at": _utc(run.finished_at),
         "replay_of": run.replay_of,
+        "schedule_version": run.schedule_version,
     }
 
 

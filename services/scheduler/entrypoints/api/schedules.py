@@ -205,7 +205,7 @@ async def create_schedule(
 ) -> ScheduleWithSecret:
     ctx = context_of(request)
     created = await svc.create_schedule(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         _definition(ctx, body),
         tenant_id=principal.tenant_id,
         clock=ctx.clock,
@@ -308,7 +308,7 @@ async def put_schedule_by_key(
     if body.key is not None and body.key != key:
         raise InvalidInput("key", "must be absent or equal to the key in the path")
     put = await svc.put_schedule_by_key(
-        ctx.uow_factory,
+        ctx.uows_as(principal),
         _definition(ctx, body),
         tenant_id=principal.tenant_id,
         key=key,
@@ -355,7 +355,7 @@ async def patch_schedule(
     ctx = context_of(request)
     expected = parse_if_match(if_match)
     updated = await svc.update_schedule(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         changes=_changes(ctx, body),
@@ -384,7 +384,7 @@ async def delete_schedule(
 ) -> Response:
     ctx = context_of(request)
     await svc.delete_schedule(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         expected_version=parse_if_match(if_match),
@@ -409,7 +409,7 @@ async def pause_schedule(
 ) -> ScheduleOut:
     ctx = context_of(request)
     s = await svc.pause_schedule(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         reason=body.reason if body else None,
@@ -435,7 +435,7 @@ async def resume_schedule(
 ) -> ScheduleOut:
     ctx = context_of(request)
     s = await svc.resume_schedule(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         expected_version=parse_if_match(if_match),
@@ -461,7 +461,7 @@ async def rotate_secret(
 ) -> ScheduleWithSecret:
     ctx = context_of(request)
     s, secret = await svc.rotate_secret(
-        ctx.uow_factory(),
+        ctx.uows_as(principal)(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
         clock=ctx.clock,

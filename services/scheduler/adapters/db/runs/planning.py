@@ -48,6 +48,7 @@ class PlannerQueries(RunSql):
                 schedules.c.tenant_id,
                 schedules.c.next_run_at,
                 schedules.c.planned_runs,
+                schedules.c.version,
                 *DEFINITION_COLUMNS,
             )
             .where(sa.text(ACTIVE_LIVE_SQL))
@@ -67,6 +68,7 @@ class PlannerQueries(RunSql):
                 definition=definition_from_row(m),
                 next_run_at=m["next_run_at"],
                 planned_runs=m["planned_runs"],
+                version=m["version"],
             )
             for m in rows
         ]

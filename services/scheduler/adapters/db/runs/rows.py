@@ -58,6 +58,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "due_at": run.due_at,
         "backfill_id": run.backfill_id,
         "replay_of": run.replay_of,
+        "schedule_version": run.schedule_version,
     }
 
 
@@ -82,6 +83,7 @@ def row_to_run(row: Any) -> Run:
         due_at=m.get("due_at"),
         backfill_id=m.get("backfill_id"),
         replay_of=m.get("replay_of"),
+        schedule_version=m.get("schedule_version"),
     )
 
 
