@@ -177,7 +177,7 @@ async def test_windows_cursors_and_tenants_are_checked(
         {**base, "to": iso(start + timedelta(days=31, seconds=1))},
         {**base, "to": iso(start)},
         {**base, "to": "2026-03-02T00:00:00"},  # no offset
-        {"to": iso(start + MIN)},  # no from
+        {"from": iso(start + timedelta(days=40))},  # `to` defaults to now: before `from`
         {**base, "to": iso(start + MIN), "limit": 1001},
     ]
     for params in cases:
@@ -185,6 +185,8 @@ async def test_windows_cursors_and_tenants_are_checked(
         assert r.status_code == 422, (params, r.text)
     ok = {**base, "to": iso(start + timedelta(days=31))}
     assert (await client.get(URL.format(s.id), params=ok, headers=auth())).status_code == 200
+    r = await client.get(URL.format(s.id), headers=auth())  # the last 24 h by default
+    assert (r.json()["from"], r.json()["to"]) == ("2026-03-01T09:00:30Z", "2026-03-02T09:00:30Z")
     r = await client.get(URL.format(s.id), params={**ok, "cursor": "bogus"}, headers=auth())
     assert r.status_code == 400
     for sid, who in ((s.id, "tenant-b"), ("sch_unknown", "tenant-a")):

@@ -2,6 +2,7 @@
 force put in [from, to) (at most 31 days) with its outcome (service_layer/ledger.py,
 domain/ledger.py), in cursor pages of up to 1,000 items.
 
+Without `from` and `to`, the window is the 24 hours before now.
 Items are `{"scheduled_for", "version", "outcome", "run_id"?, "reason"?}`: `run_id` when a run
 decides the outcome, `reason` for `skipped` (the run's skip_reason) and `not_planned`. The first
 page also carries `summary` (the whole window's counts) and `other_runs` (manual, replay and
@@ -12,6 +13,7 @@ readable while its versions are kept.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -33,6 +35,7 @@ router = APIRouter(
     responses=problem_responses(400, 401, 403, 404, 422, 503),
 )
 
+DEFAULT_WINDOW = timedelta(hours=24)
 OUTCOMES = ", ".join(f"`{o.value}`" for o in Outcome)
 REASONS = ", ".join(f"`{r.value}`" for r in NotPlanned)
 
@@ -111,19 +114,26 @@ def _item_out(scheduled_for: Any, version: int | None, outcome: Outcome, **extra
 async def get_ledger(
     request: Request,
     schedule_id: IdPath,
-    from_: Annotated[Rfc3339, Query(alias="from", description="window start (inclusive)")],
-    to: Annotated[Rfc3339, Query(description="window end (exclusive), at most 31 days on")],
+    from_: Annotated[
+        Rfc3339 | None,
+        Query(alias="from", description="window start (inclusive); default `to` minus 24 h"),
+    ] = None,
+    to: Annotated[
+        Rfc3339 | None,
+        Query(description="window end (exclusive), at most 31 days after `from`; default now"),
+    ] = None,
     principal: Principal = require(READ),
     limit: Annotated[int, Query(ge=1, le=svc.LIMIT_MAX)] = svc.LIMIT_DEFAULT,
     cursor: Annotated[str, Query(max_length=512), NO_CONTROL_CHARS] | None = None,
 ) -> LedgerOut:
     ctx = context_of(request)
+    end = to if to is not None else ctx.clock()
     page = await svc.read_ledger(
         ctx.uow_factory(),
         tenant_id=principal.tenant_id,
         schedule_id=schedule_id,
-        start=from_,
-        end=to,
+        start=from_ if from_ is not None else end - DEFAULT_WINDOW,
+        end=end,
         limit=limit,
         cursor=cursor,
         clock=ctx.clock,
