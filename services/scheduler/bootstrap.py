@@ -9,8 +9,9 @@ the API lifespan and the worker runtime of one process can both hold it. And ONE
 factory (`Container.uow_factory`), every transaction of the API and the workers.
 
 The workers of a process are wired here too (`build_workers`, from `WorkerOptions`): the planner,
-the dispatcher with its action performers, the outbox relay, the tenant-state consumer and the
-retention worker; `entrypoints.workers.runtime.WorkerRuntime` runs what this builds.
+the dispatcher with its action performers, the outbox relay, the tenant-state consumer, the
+retention worker and the ledger's missing check; `entrypoints.workers.runtime.WorkerRuntime`
+runs what this builds.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from scheduler.service_layer.dispatch_service import (
     RunDispatcher,
 )
 from scheduler.service_layer.event_action import PublishingEventAction
+from scheduler.service_layer.ledger_watch import LedgerWatch
 from scheduler.service_layer.planner import PlannerWorker
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.retention import (
@@ -212,6 +214,8 @@ class WorkerOptions:
     """Consume platform-events and billing-entitlements (`serving`: on)."""
     retention: bool = False
     """Prune expired rows (`serving`: on; service_layer/retention.py)."""
+    ledger_watch: bool = False
+    """Count the ledger's missing occurrences (`serving`: on; service_layer/ledger_watch.py)."""
     planner_poll_seconds: float = 1.0
 
     @classmethod
@@ -225,6 +229,7 @@ class WorkerOptions:
             relay=True,
             tenant_consumer=True,
             retention=True,
+            ledger_watch=True,
         )
 
 
@@ -238,6 +243,7 @@ class Workers:
     relay: OutboxRelay | None
     tenant_consumer: TenantConsumerWorker | None
     retention: RetentionWorker[RetainedTable] | None
+    ledger_watch: LedgerWatch | None
 
 
 def build_workers(
@@ -249,10 +255,12 @@ def build_workers(
     registry: CollectorRegistry | None = None,
     deliverer: Deliverer | None = None,
     tenants: TenantStatus | None = None,
+    on_missing: Callable[[int], None] | None = None,
 ) -> Workers:
     """`observer`: the dispatcher's metrics; `registry`: where the relay's and the retention
-    worker's metrics go; `deliverer` (default: one sized for the dispatch settings, closed by
-    the caller) and `tenants` (default: the container's projection cache) are for tests."""
+    worker's metrics go; `on_missing`: the ledger check's counter; `deliverer` (default: one sized
+    for the dispatch settings, closed by the caller) and `tenants` (default: the container's
+    projection cache) are for tests."""
     settings, clock, uows = container.settings, container.clock, container.uow_factory
     tenants = tenants or container.tenants
     d = options.dispatch
@@ -295,6 +303,9 @@ def build_workers(
         tenant_consumer=make_tenant_consumer(container) if options.tenant_consumer else None,
         retention=make_retention_worker(container, registry=registry)
         if options.retention
+        else None,
+        ledger_watch=LedgerWatch(uows, clock, on_missing or (lambda _n: None))
+        if options.ledger_watch
         else None,
     )
 

@@ -278,20 +278,36 @@ def summarize(
     return summary
 
 
-def missing_between(
+@dataclass(frozen=True)
+class RangeCheck:
+    """The periodic check's verdict on (after, until] of one schedule."""
+
+    missing: list[datetime]
+    first_pending: datetime | None
+    """The earliest occurrence without a run that is still `pending` (the planner has not reached
+    it): the check must look at it again, so its watermark stops just before it."""
+
+
+def check_range(
     spans: Sequence[VersionSpan],
     planned: Iterable[datetime],
     position: PlanPosition,
     after: datetime,
     until: datetime,
-) -> list[datetime]:
-    """The `missing` occurrences in (after, until]: what the worker's periodic check counts."""
+) -> RangeCheck:
+    """The `missing` occurrences in (after, until] (what `scheduler_ledger_missing_total`
+    counts) and the first still pending one."""
     have = {t.astimezone(UTC) for t in planned}
-    out = []
+    missing: list[datetime] = []
     for t, span in occurrences(spans, after + _JUST_BEFORE, until + _JUST_BEFORE):
-        if t not in have and judge(t, span, position)[0] is Outcome.MISSING:
-            out.append(t)
-    return out
+        if t in have:
+            continue
+        outcome = judge(t, span, position)[0]
+        if outcome is Outcome.PENDING:
+            return RangeCheck(missing, t)
+        if outcome is Outcome.MISSING:
+            missing.append(t)
+    return RangeCheck(missing, None)
 
 
 __all__ = [
@@ -301,11 +317,12 @@ __all__ = [
     "NotPlanned",
     "Outcome",
     "PlanPosition",
+    "RangeCheck",
     "Summary",
     "VersionSpan",
     "assemble_page",
+    "check_range",
     "judge",
-    "missing_between",
     "occurrences",
     "page_occurrences",
     "run_outcome",

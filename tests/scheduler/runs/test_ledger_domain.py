@@ -16,7 +16,7 @@ from scheduler.domain.ledger import (
     PlanPosition,
     VersionSpan,
     assemble_page,
-    missing_between,
+    check_range,
     occurrences,
     page_occurrences,
     summarize,
@@ -167,12 +167,16 @@ def test_dst_occurrences_are_the_planners() -> None:
     assert len(got) == 2
 
 
-def test_missing_between_counts_only_missing_in_the_range() -> None:
+def test_check_range_counts_missing_and_stops_at_the_first_pending() -> None:
     spans = [span(1, T - MIN, T + 5 * MIN), span(2, T + 5 * MIN, None, state="paused")]
     planned = [T, T + 2 * MIN]
-    got = missing_between(spans, planned, PlanPosition(T + 9 * MIN, None), T, T + 8 * MIN)
+    got = check_range(spans, planned, PlanPosition(T + 9 * MIN, None), T, T + 8 * MIN)
     # (T, T+8m]: T+1m, T+3m, T+4m and T+5m (the pause's own instant) are missing.
-    assert got == [T + MIN, T + 3 * MIN, T + 4 * MIN, T + 5 * MIN]
+    assert got.missing == [T + MIN, T + 3 * MIN, T + 4 * MIN, T + 5 * MIN]
+    assert got.first_pending is None
+    behind = PlanPosition(T + 9 * MIN, next_run_at=T + 3 * MIN)
+    got = check_range([span(1, T - MIN, None)], planned, behind, T, T + 8 * MIN)
+    assert (got.missing, got.first_pending) == ([T + MIN], T + 3 * MIN)
 
 
 STATUSES = ["succeeded", "failed", "pending", "in_progress", "retrying", "skipped"]

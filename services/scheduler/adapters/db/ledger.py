@@ -163,6 +163,7 @@ class SqlLedgerStore:
             sa.select(schedules.c.id, schedules.c.tenant_id, schedules.c.created_at)
             .where(sa.text(ACTIVE_LIVE_SQL))
             .where(~sa.exists(known))
+            .order_by(schedules.c.id)  # replicas insert in one order: no deadlock
             .limit(batch)
         )
         rows = [
@@ -221,13 +222,15 @@ class SqlLedgerStore:
             out.setdefault(r[0], []).append(r[1])
         return out
 
-    async def advance_watermarks(self, schedule_ids: Sequence[str], to: datetime) -> None:
-        if schedule_ids:
-            await self.conn.execute(
+    async def advance_watermarks(self, checked_until: Mapping[str, datetime]) -> None:
+        if checked_until:
+            stmt = (
                 sa.update(ledger_watermarks)
-                .where(self._in(ledger_watermarks.c.schedule_id, schedule_ids))
-                .values(checked_until=to)
+                .where(ledger_watermarks.c.schedule_id == sa.bindparam("sid"))
+                .values(checked_until=sa.bindparam("until"))
             )
+            rows = [{"sid": k, "until": v} for k, v in checked_until.items()]
+            await self.conn.execute(stmt, rows)
 
     async def drop_watermarks(self, schedule_ids: Sequence[str]) -> None:
         if schedule_ids:

@@ -1,5 +1,5 @@
 """Prometheus metrics of the workers: scheduling lag, queue depth, attempts by outcome, breaker
-trips by tenant."""
+trips by tenant, and the ledger's missing occurrences."""
 
 from __future__ import annotations
 
@@ -57,6 +57,14 @@ class WorkerMetrics:
             "scheduler_breaker_trips",
             "Schedules paused by the breaker, by tenant.",
             ["tenant_id"],
+            registry=registry,
+        )
+
+        # Created with the others, so /metrics shows it (at 0) from the start.
+        self.ledger_missing = Counter(
+            "scheduler_ledger_missing",
+            "Occurrences that should have a run and have none (the ledger's `missing`), counted"
+            " once each by the worker's periodic check of the last hour.",
             registry=registry,
         )
 

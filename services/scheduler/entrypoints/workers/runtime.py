@@ -1,7 +1,8 @@
 """WorkerRuntime: runs the workers of one process that `scheduler.bootstrap.build_workers` wires
 from the Container — the planner, the dispatcher, and (`from_container`, i.e. `serve`) the
-outbox relay, the tenant-state consumer and the retention worker — with graceful stop (SIGTERM:
-stop claiming, finish in-flight within the grace, release the rest) and the queue-depth gauge.
+outbox relay, the tenant-state consumer, the retention worker and the ledger's missing check —
+with graceful stop (SIGTERM: stop claiming, finish in-flight within the grace, release the rest)
+and the queue-depth gauge.
 
 The process's ONE publisher (`container.publisher`) is started before any worker and stopped
 after all of them: the relay publishes the outbox with it and the event action publishes
@@ -55,6 +56,7 @@ class WorkerRuntime:
             self.options,
             observer=self.metrics,
             on_inserted=self.metrics.planned.inc,
+            on_missing=self.metrics.ledger_missing.inc,
             registry=self.registry,
             deliverer=deliverer,
             tenants=tenants,
@@ -65,6 +67,7 @@ class WorkerRuntime:
         self.relay = workers.relay
         self.tenant_consumer = workers.tenant_consumer
         self.retention = workers.retention
+        self.ledger_watch = workers.ledger_watch
         self.watchdog = Watchdog(
             step_timeout_seconds=container.settings.worker_step_timeout_seconds
         )
@@ -113,6 +116,8 @@ class WorkerRuntime:
             group.add("tenant-consumer", self.tenant_consumer.run, stop=self.tenant_consumer.stop)
         if self.retention is not None:
             group.add("retention", self.retention.run, stop=self.retention.stop)
+        if self.ledger_watch is not None:
+            group.add("ledger-watch", self.ledger_watch.run, stop=self.ledger_watch.stop)
         return group
 
     async def run(self) -> None:
