@@ -64,7 +64,7 @@ def test_unit_tests_fail_when_a_rule_breaks(tmp_path: Path) -> None:
 
 def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
     alerts = {r["alert"] for g in rule_groups() for r in g["rules"] if "alert" in r}
-    assert len(alerts) == 11
+    assert len(alerts) == 12
     cases = [
         case
         for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]

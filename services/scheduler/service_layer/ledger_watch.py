@@ -132,6 +132,7 @@ class LedgerWatch:
         self.on_missing = on_missing
         self.interval_seconds = interval_seconds
         self.batch = batch
+        self._started = False
         self.loop = WorkerLoop(
             "ledger-watch",
             self.step,
@@ -143,6 +144,11 @@ class LedgerWatch:
         )
 
     async def step(self) -> float | None:
+        if not self._started:
+            # The first pass waits one interval: the counter is scraped at 0 first, so
+            # increase() sees the first count of a process that just started.
+            self._started = True
+            return self.interval_seconds
         report = await count_missing_once(self.uows, self.clock(), batch=self.batch)
         if report.missing:
             self.on_missing(report.missing)
