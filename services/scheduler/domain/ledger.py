@@ -34,7 +34,7 @@ window's; `summarize` counts the whole window once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -145,12 +145,17 @@ def occurrences(
 
 
 def run_outcome(run: LedgerRun) -> tuple[Outcome, str | None]:
-    """The outcome a run gives its occurrence: its status (a status this code does not know, a
-    later non-terminal one, reads as in_progress), `skipped` with its skip_reason."""
-    outcome = _BY_STATUS.get(run.status, Outcome.IN_PROGRESS)
+    """The outcome a run gives its occurrence (`outcome_of` its status and skip_reason)."""
+    return outcome_of(run.status, run.skip_reason)
+
+
+def outcome_of(status: str, skip_reason: str | None) -> tuple[Outcome, str | None]:
+    """A run's status as an outcome (a status this code does not know, a later non-terminal
+    one, reads as in_progress), `skipped` with its skip_reason."""
+    outcome = _BY_STATUS.get(status, Outcome.IN_PROGRESS)
     if outcome in (Outcome.NOT_PLANNED, Outcome.MISSING):
         outcome = Outcome.IN_PROGRESS
-    return outcome, run.skip_reason if outcome is Outcome.SKIPPED else None
+    return outcome, skip_reason if outcome is Outcome.SKIPPED else None
 
 
 def judge(t: datetime, span: VersionSpan, position: PlanPosition) -> tuple[Outcome, str | None]:
@@ -258,22 +263,28 @@ class Summary:
             self.not_planned[reason or "unknown"] += count
 
 
+PlannedByStatus = Mapping[tuple[str, str | None], Sequence[int]]
+"""A window's planned runs: their scheduled_for as whole Unix seconds, by (status,
+skip_reason)."""
+
+
 def summarize(
     spans: Sequence[VersionSpan],
-    runs: Iterable[LedgerRun],
+    planned: PlannedByStatus,
     position: PlanPosition,
     start: datetime,
     end: datetime,
 ) -> Summary:
-    """The counts of every item of [start, end): each planned run in it (`runs`) by its outcome,
-    each occurrence without one by `judge`. Walks the window's occurrences once."""
+    """The counts of every item of [start, end): each planned run in it by its outcome, each
+    occurrence without one by `judge`. Walks the window's occurrences once; runs arrive grouped
+    (one small read however many there are)."""
     summary = Summary()
-    instants: set[datetime] = set()
-    for run in runs:
-        instants.add(run.scheduled_for.astimezone(UTC))
-        summary.add(*run_outcome(run))
+    instants: set[int] = set()
+    for (status, skip_reason), seconds in planned.items():
+        instants.update(seconds)
+        summary.add(*outcome_of(status, skip_reason), count=len(seconds))
     for t, span in occurrences(spans, start, end):
-        if t not in instants:
+        if int(t.timestamp()) not in instants:
             summary.add(*judge(t, span, position))
     return summary
 
@@ -317,6 +328,7 @@ __all__ = [
     "NotPlanned",
     "Outcome",
     "PlanPosition",
+    "PlannedByStatus",
     "RangeCheck",
     "Summary",
     "VersionSpan",
@@ -324,6 +336,7 @@ __all__ = [
     "check_range",
     "judge",
     "occurrences",
+    "outcome_of",
     "page_occurrences",
     "run_outcome",
     "span_at",

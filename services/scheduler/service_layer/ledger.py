@@ -5,8 +5,9 @@ the runs.
 Cost (a 31-day window of `* * * * *` has 44,640 occurrences): a page walks at most `limit + 1`
 occurrences from its cursor and reads the planned runs of its own range (one index range of
 `uq_runs_planned_occurrence`, at most `limit + 1` rows). The first page (no cursor) also carries
-the window's `summary` (the window's planned runs in one range read and its occurrences walked
-once: the only place the whole window is touched) and `other_runs` (manual, replay and backfill
+the window's `summary` (the window's planned runs grouped by status in one statement, a few rows
+of aggregated instants, and its occurrences walked once: the only place the whole window is
+touched) and `other_runs` (manual, replay and backfill
 runs, at most OTHER_RUNS_LIMIT); later pages carry neither (`summary` None).
 
 Reads in this order, so a planner pass committing meanwhile cannot make a planned occurrence
@@ -48,9 +49,6 @@ OTHER_RUNS_LIMIT = 100
 MAX_SPANS = 10_000
 """Versions in force over one window; more (a schedule rewritten every few seconds for a month)
 is refused: narrow the window."""
-WINDOW_RUNS_LIMIT = 200_000
-"""Planned runs the summary reads: occurrences are whole minutes, so a 31-day window holds at
-most ~45,000; the bound only guards against the impossible."""
 _CURSOR_ID = "ledger"
 _JUST_BEFORE = timedelta(microseconds=1)
 TIMINGS_KEPT = 4096
@@ -131,10 +129,8 @@ async def read_ledger(
         items, more = assemble_page(occurrences, runs, spans, position, limit)
         summary, others, truncated = None, [], False
         if after is None:
-            window = await uow.ledger.planned_runs(
-                tenant_id, schedule_id, lo, end - _JUST_BEFORE, WINDOW_RUNS_LIMIT
-            )
-            summary = summarize(spans, window, position, start, end)
+            planned = await uow.ledger.planned_by_status(tenant_id, schedule_id, start, end)
+            summary = summarize(spans, planned, position, start, end)
             others = await uow.ledger.other_runs(
                 tenant_id, schedule_id, start, end, OTHER_RUNS_LIMIT + 1
             )

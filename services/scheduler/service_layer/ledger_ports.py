@@ -76,6 +76,13 @@ class LedgerRepository(Protocol):
         """Planned runs with scheduled_for in (after, until], in that order, at most `limit`."""
         ...
 
+    async def planned_by_status(
+        self, tenant_id: str, schedule_id: str, start: datetime, end: datetime
+    ) -> dict[tuple[str, str | None], list[int]]:
+        """The planned runs with scheduled_for in [start, end): their instants (whole Unix
+        seconds) by (status, skip_reason), read in one statement."""
+        ...
+
     async def other_runs(
         self, tenant_id: str, schedule_id: str, start: datetime, end: datetime, limit: int
     ) -> list[OtherRun]:

@@ -230,8 +230,13 @@ def test_every_occurrence_and_run_appears_once_and_the_summary_counts_the_items(
     assert set(instants) == expected
     by_run = {r.scheduled_for: r.id for r in runs}
     assert all(i.run_id == by_run.get(i.scheduled_for) for i in items)
-    window_runs = [r for r in runs if start <= r.scheduled_for < end]
-    summary = summarize(spans, window_runs, position, start, end)
+    grouped: dict[tuple[str, str | None], list[int]] = {}
+    for r in runs:
+        if start <= r.scheduled_for < end:
+            grouped.setdefault((r.status, r.skip_reason), []).append(
+                int(r.scheduled_for.timestamp())
+            )
+    summary = summarize(spans, grouped, position, start, end)
     assert summary.total == len(items)
     assert summary.outcomes == Counter(i.outcome.value for i in items)
     skipped = Counter(i.reason for i in items if i.outcome is Outcome.SKIPPED)

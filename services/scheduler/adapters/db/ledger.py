@@ -131,6 +131,34 @@ class SqlLedgerStore:
         )
         return [LedgerRun(*r) for r in await self.conn.execute(q)]
 
+    async def planned_by_status(
+        self, tenant_id: str, schedule_id: str, start: datetime, end: datetime
+    ) -> dict[tuple[str, str | None], list[int]]:
+        # One statement (one snapshot: a run inserted meanwhile is in both or neither), a few
+        # rows: each (status, skip_reason) with its instants aggregated as whole Unix seconds.
+        if self.conn.dialect.name == "postgresql":
+            epoch = sa.cast(sa.extract("epoch", runs.c.scheduled_for), sa.BigInteger)
+            agg: Any = sa.func.array_agg(epoch)
+        else:
+            # The stored text starts YYYY-MM-DDTHH:MM:SS (UTC): strftime reads its first 19.
+            text = sa.func.substr(runs.c.scheduled_for, 1, 19)
+            agg = sa.func.group_concat(sa.func.strftime("%s", text))
+        q = (
+            sa.select(runs.c.status, runs.c.skip_reason, agg)
+            .where(runs.c.schedule_id == schedule_id)
+            .where(sa.text(PLANNED_SQL))
+            .where(runs.c.tenant_id == tenant_id)
+            .where(runs.c.scheduled_for >= start)
+            .where(runs.c.scheduled_for < end)
+            .group_by(runs.c.status, runs.c.skip_reason)
+        )
+        out: dict[tuple[str, str | None], list[int]] = {}
+        for status, reason, seconds in await self.conn.execute(q):
+            if isinstance(seconds, str):
+                seconds = [int(x) for x in seconds.split(",")]
+            out[(status, reason)] = list(seconds)
+        return out
+
     async def other_runs(
         self, tenant_id: str, schedule_id: str, start: datetime, end: datetime, limit: int
     ) -> list[OtherRun]:
