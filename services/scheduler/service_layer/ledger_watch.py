@@ -1,7 +1,7 @@
 """The ledger's periodic check in the worker (DESIGN.md §7b): count the `missing` occurrences of
 the last hour (domain/ledger.py `check_range`) into `scheduler_ledger_missing_total`.
 
-Each schedule has a watermark (`ledger_watermarks`, migration 0017): its occurrences up to it
+Each schedule has a watermark (`ledger_watermarks`, migration 0015): its occurrences up to it
 are counted. A pass, in one transaction:
 1. gives live active schedules without one a watermark at max(now - WINDOW, created_at)
    (at most BATCH a pass);

@@ -275,7 +275,7 @@ delivery_attempts = sa.Table(
     sa.Column("response_excerpt", sa.Text(), nullable=True),
 )
 
-# ---- the ledger's periodic check (migration 0017, adapters/db/ledger.py) --------------------
+# ---- the ledger's periodic check (migration 0015, adapters/db/ledger.py) --------------------
 
 ledger_watermarks = sa.Table(
     "ledger_watermarks",

@@ -1,6 +1,6 @@
 """The ledger's periodic check: ledger_watermarks
 
-Revision ID: 0017
+Revision ID: 0015
 Revises: 0014
 Create Date: 2026-12-10
 
@@ -21,7 +21,7 @@ from alembic import op
 
 from scheduler.adapters.db.types import UTCDateTime
 
-revision = "0017"
+revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
