@@ -2,7 +2,7 @@
 
 - `apply`: one apply of 10,000 definitions (quick: 500): wall time, the API process's peak RSS
   during it (VmHWM, reset before it through /proc/<pid>/clear_refs), rows inserted/updated/
-  deleted in `schedules` and `outbox` (pg_stat_user_tables) and events written;
+  deleted in `schedules`, `outbox` and `schedule_versions` (pg_stat_user_tables) and events written;
 - `reapply`: the same set again: wall time, rows written (0 expected) and events (0 expected);
 - `baseline`: the same 10,000 created with one `POST /v1/schedules/` each, 8 at a time over
   keep-alive connections, by another tenant of the same process: wall time and peak RSS.
@@ -37,7 +37,7 @@ AUTH_KEY = "bench-apply-key-" + "x" * 40
 SECRET_KEY = base64.urlsafe_b64encode(b"b" * 32).decode()
 SCOPES = ("schedules:read", "schedules:write")
 BASELINE_CONCURRENCY = 8
-TABLES = ("schedules", "outbox")
+TABLES = ("schedules", "outbox", "schedule_versions")
 # PostgreSQL (15+) flushes an idle backend's table counters within 10 s (PGSTAT_IDLE_INTERVAL).
 STATS_SETTLE_SECONDS = 11.0
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=600)
