@@ -12,7 +12,7 @@ import json
 from datetime import UTC
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, FastAPI, Header, Path, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -30,6 +30,7 @@ from scheduler.entrypoints.api.rate_limit import KeyedRateLimit
 from scheduler.entrypoints.api.schemas import Strict, problem_responses
 from scheduler.service_layer import completion as svc
 from servicekit.data.jsonvalue import StorableJson
+from servicekit.http.problems import ProblemError
 from servicekit.rfc3339 import UtcTimestamp
 from servicekit.text import NO_CONTROL_CHARS, TAB_AND_NEWLINE_ONLY
 
@@ -90,6 +91,19 @@ def install_completion(app: FastAPI, calls_per_minute: int) -> None:
     app.include_router(router)
 
 
+async def _within_rate_limit(request: Request, run_id: RunIdPath) -> None:
+    """Every call counts, a malformed one too (a dependency runs before the body is judged)."""
+    limit: KeyedRateLimit = request.app.state.completion_limit
+    wait = limit.check(run_id)
+    if wait is not None:
+        raise ProblemError(
+            429,
+            "too-many-requests",
+            "too many completion calls for this run; retry later",
+            headers={"Retry-After": str(wait)},
+        )
+
+
 @router.post(
     "/{run_id}/complete",
     operation_id="completeRun",
@@ -101,13 +115,9 @@ async def complete_run(
     request: Request,
     run_id: RunIdPath,
     body: CompleteIn,
+    _: Annotated[None, Depends(_within_rate_limit)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Any:
-    limit: KeyedRateLimit = request.app.state.completion_limit
-    wait = limit.check(run_id)
-    if wait is not None:
-        detail = "too many completion calls for this run; retry later"
-        return problem(request, 429, detail, headers={"Retry-After": str(wait)})
     ctx = runs_context_of(request)
     report = CompletionReport(
         CompletionStatus(body.status), body.detail, body.output, final=body.final
