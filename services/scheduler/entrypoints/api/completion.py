@@ -35,7 +35,9 @@ from servicekit.rfc3339 import UtcTimestamp
 from servicekit.text import NO_CONTROL_CHARS, TAB_AND_NEWLINE_ONLY
 
 router = APIRouter(
-    prefix="/v1/runs", tags=["runs"], responses=problem_responses(401, 409, 422, 429, 503)
+    prefix="/v1/runs",
+    tags=["runs"],
+    responses=problem_responses(400, 401, 409, 413, 415, 422, 429, 503),
 )
 RunIdPath = Annotated[
     str, Path(min_length=1, max_length=64, description="run id"), NO_CONTROL_CHARS
