@@ -185,3 +185,37 @@ async def test_two_watchdogs_fail_each_overdue_run_once(
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_completion_is_part_of_the_definition_for_put_by_key_and_versions(
+    client: httpx.AsyncClient,
+) -> None:
+    body = {
+        "name": "export",
+        "cron": "0 3 * * *",
+        "timezone": "UTC",
+        "target": {"url": "https://example.com/hook"},
+        "completion": {"mode": "callback", "timeout_seconds": 900},
+    }
+    first = await client.put("/v1/schedules/by-key/export", json=body, headers=auth())
+    assert first.status_code == 201, first.text
+    assert first.json()["completion"] == {
+        "mode": "callback",
+        "timeout_seconds": 900,
+        "min_duration_seconds": None,
+    }
+    same = await client.put("/v1/schedules/by-key/export", json=body, headers=auth())
+    assert same.json()["version"] == first.json()["version"]  # unchanged: no write
+    body["completion"] = {"mode": "callback", "timeout_seconds": 900, "min_duration_seconds": 30}
+    changed = await client.put("/v1/schedules/by-key/export", json=body, headers=auth())
+    assert changed.json()["version"] == first.json()["version"] + 1
+    sid = first.json()["id"]
+    versions = (await client.get(f"/v1/schedules/{sid}/versions", headers=auth())).json()
+    (change,) = versions["items"][0]["changes"]
+    assert change["field"] == "completion"
+    assert change["from"] == {"mode": "callback", "timeout_seconds": 900}
+    assert change["to"] == {"mode": "callback", "timeout_seconds": 900, "min_duration_seconds": 30}
+    bad = {**body, "completion": {"mode": "response", "timeout_seconds": 900}}
+    refused = await client.put("/v1/schedules/by-key/export", json=bad, headers=auth())
+    assert refused.status_code == 422
+    assert "completion.timeout_seconds" in refused.text
