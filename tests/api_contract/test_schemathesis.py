@@ -2,7 +2,8 @@
 behind a real uvicorn server, through its engine (the CLI's runner: examples, coverage, fuzzing
 and stateful phases): 0 failures, 0 errors.
 
-`positive_data_acceptance` also accepts 400, 412 and 422 for schema-valid requests: some rules
+`positive_data_acceptance` also accepts 400, 412 and 422 for schema-valid requests (and 429: the
+completion route's per-run rate limit, which the fuzzer's calls for one run id reach): some rules
 are beyond JSON Schema (the cron grammar, IANA zone names, the SSRF rules on a target URL, an
 opaque cursor that must be one we issued, an If-Match that must name the current version).
 Everything a schema *can* say (lengths, control characters, header tokens, RFC 3339 date-times,
@@ -25,7 +26,26 @@ MAX_EXAMPLES = 15  # per operation and phase: both services in well under 2 min 
 CONFIG: dict[str, Any] = {
     "checks": {
         "positive_data_acceptance": {
-            "expected-statuses": ["2xx", "400", "401", "403", "404", "409", "412", "422"]
+            "expected-statuses": ["2xx", "400", "401", "403", "404", "409", "412", "422", "429"]
+        },
+        # Its default list plus 413: an apply body over its byte limit is refused before its
+        # item count is read (10,001 generated definitions pass 4 MiB).
+        "negative_data_rejection": {
+            "expected-statuses": [
+                "400",
+                "401",
+                "403",
+                "404",
+                "405",
+                "406",
+                "409",
+                "413",
+                "415",
+                "422",
+                "428",
+                "429",
+                "5xx",
+            ]
         },
     },
     "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},

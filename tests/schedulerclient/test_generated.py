@@ -85,7 +85,9 @@ def test_every_component_schema_is_a_model_with_its_fields(
     for service, doc in documents.items():
         for name, schema in doc["components"]["schemas"].items():
             python = name.replace("_", "")
-            model = getattr(models, python, None) or getattr(models, service.capitalize() + python)
+            # A name both services use: the second service's model carries its prefix.
+            prefixed = getattr(models, service.capitalize() + python, None)
+            model = prefixed or getattr(models, python)
             properties = schema.get("properties")
             if properties is None:
                 continue  # an enum or a free-form value: a type alias

@@ -36,6 +36,7 @@ SCHEDULE = {
     "misfire_policy": "fire_once",
     "overlap_policy": "allow",
     "breaker": {"failure_threshold": 5},
+    "completion": {"mode": "response"},
     "labels": {},
     "key": None,
     "state": "active",

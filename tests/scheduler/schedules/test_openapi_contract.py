@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+# DESIGN.md §7b "Completion": no tenant token (the run's token), so no 403 or 404 either.
+COMPLETE = ("post", "/v1/runs/{run_id}/complete")
 # DESIGN.md §5's table, as (method, path) pairs.
 DESIGN_ROUTES = {
     ("post", "/v1/schedules/"),
@@ -33,6 +35,7 @@ DESIGN_ROUTES = {
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
     # DESIGN.md §7b.
     ("post", "/v1/schedules/apply"),
+    COMPLETE,
 }
 
 
@@ -44,7 +47,10 @@ async def test_every_design_route_is_served_with_problem_json_errors(
     assert served == DESIGN_ROUTES
     for method, path in DESIGN_ROUTES:
         responses = spec["paths"][path][method]["responses"]
-        for status in ("401", "403", "404"):
+        statuses = (
+            ("401", "409", "429", "503") if (method, path) == COMPLETE else ("401", "403", "404")
+        )
+        for status in statuses:
             content = responses[status]["content"]
             # Errors are sent as application/problem+json; the schema must be filed there.
             assert list(content) == ["application/problem+json"], (method, path, status)

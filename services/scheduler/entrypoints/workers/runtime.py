@@ -68,6 +68,7 @@ class WorkerRuntime:
         self.tenant_consumer = workers.tenant_consumer
         self.retention = workers.retention
         self.ledger_watch = workers.ledger_watch
+        self.completion_watchdog = workers.completion_watchdog
         self.watchdog = Watchdog(
             step_timeout_seconds=container.settings.worker_step_timeout_seconds
         )
@@ -118,6 +119,8 @@ class WorkerRuntime:
             group.add("retention", self.retention.run, stop=self.retention.stop)
         if self.ledger_watch is not None:
             group.add("ledger-watch", self.ledger_watch.run, stop=self.ledger_watch.stop)
+        if self.completion_watchdog is not None:
+            group.add_loop(self.completion_watchdog.loop)
         return group
 
     async def run(self) -> None:
