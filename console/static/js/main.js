@@ -6,6 +6,7 @@ import { get, hasToken, setToken, takeRefusal, takeTokenFromFragment } from "./a
 import { schedulesPage } from "./pages/schedules.js";
 import { schedulePage } from "./pages/schedule.js";
 import { runPage } from "./pages/run.js";
+import { versionPage } from "./pages/history.js";
 import { formPage } from "./pages/form.js";
 import { failedPage } from "./pages/failed.js";
 import { notificationsPage } from "./pages/notifications.js";
@@ -15,6 +16,7 @@ const routes = [
   [/^\/schedules\/new$/, () => formPage(null)],
   [/^\/schedules\/([^/]+)\/edit$/, (m) => formPage(m[1])],
   [/^\/schedules\/([^/]+)\/runs\/([^/]+)$/, (m) => runPage(m[1], m[2])],
+  [/^\/schedules\/([^/]+)\/versions\/(\d+)$/, (m) => versionPage(m[1], m[2])],
   [/^\/schedules\/([^/]+)$/, (m) => schedulePage(m[1])],
   [/^\/failed$/, () => failedPage()],
   [/^\/notifications$/, () => notificationsPage()],

@@ -6,6 +6,7 @@ import { h, replace } from "../h.js";
 import { get, post, query } from "../api.js";
 import { timeEl } from "../time.js";
 import { badge, definition, empty, errorBox, flash, loading, table } from "../ui.js";
+import { versionHref } from "./history.js";
 
 const POLL_MS = 1000;
 const MAX_POLLS = 120;
@@ -65,6 +66,7 @@ function render(run, zone) {
     ["Trigger", run.trigger],
     run.replay_of ? ["Replay of", h("a", { href: runHref(run.schedule_id, run.replay_of), class: "replay-of" }, run.replay_of)] : null,
     ["Scheduled for", timeEl(run.scheduled_for, zone)],
+    run.schedule_version ? ["Schedule version", h("a", { href: versionHref(run.schedule_id, run.schedule_version), class: "run-version" }, `v${run.schedule_version}`)] : null,
     run.due_at !== run.scheduled_for ? ["Due at", timeEl(run.due_at, zone)] : null,
     ["Started", timeEl(run.started_at, zone)],
     ["Finished", timeEl(run.finished_at, zone)],

@@ -8,6 +8,7 @@ import { timeEl, wallToInstant } from "../time.js";
 import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
 import { labelChips, pausedText } from "./schedules.js";
+import { historyCard, versionHref } from "./history.js";
 
 const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
@@ -69,7 +70,8 @@ export async function schedulePage(id) {
       upcoming),
     h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path, s.timezone)),
     backfillCard(path, s),
-    h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)));
+    h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)),
+    historyCard(s));
 }
 
 function actions(s, path, etag, secret) {
@@ -270,6 +272,13 @@ export function runRow(r, zone, extra = []) {
     extra);
 }
 
+// The version that planned the run, linked to its page in the history.
+export function versionCell(r) {
+  return h("td", { class: "num" }, r.schedule_version
+    ? h("a", { href: versionHref(r.schedule_id, r.schedule_version), class: "run-version" }, `v${r.schedule_version}`)
+    : h("span", { class: "muted" }, "—"));
+}
+
 async function runList(box, path, s, filters) {
   replace(box, loading("runs"));
   const rows = h("tbody", {});
@@ -279,7 +288,7 @@ async function runList(box, path, s, filters) {
     more.disabled = true;
     try {
       const p = await get(`${path}/runs${query({ limit: 50, cursor, ...filters })}`);
-      for (const r of p.items) rows.appendChild(runRow(r, s.timezone));
+      for (const r of p.items) rows.appendChild(runRow(r, s.timezone, [versionCell(r)]));
       labelCells(box);
       cursor = p.next_cursor;
       more.hidden = !cursor;
@@ -291,7 +300,7 @@ async function runList(box, path, s, filters) {
     }
   };
   more.addEventListener("click", next);
-  const t = table("Runs", ["Scheduled for", "Trigger", "Status", "Attempts", "Finished"], []);
+  const t = table("Runs", ["Scheduled for", "Trigger", "Status", "Attempts", "Finished", "Version"], []);
   t.querySelector("tbody").replaceWith(rows);
   replace(box, t, more);
   await next();
