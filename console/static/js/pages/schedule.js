@@ -9,6 +9,7 @@ import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading
 import { stats } from "./stats.js";
 import { labelChips, pausedText } from "./schedules.js";
 import { historyCard, versionHref } from "./history.js";
+import { completionNote, completionText } from "./completion.js";
 
 const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
@@ -50,6 +51,7 @@ export async function schedulePage(id) {
     s.target ? ["Target", h("code", { class: "wrap" }, s.target.url)] : null,
     s.target && s.target.headers && Object.keys(s.target.headers).length ? ["Headers", pre(s.target.headers)] : null,
     s.target ? ["Timeout", `${s.target.timeout_seconds} s`] : null,
+    s.completion ? ["Completion", h("span", { id: "completion-mode" }, completionText(s.completion))] : null,
     ["Payload", s.payload === null || s.payload === undefined ? null : pre(s.payload)],
     ["Retries", `${s.retry_policy.max_attempts} attempts, backoff ${s.retry_policy.initial_backoff_seconds}–${s.retry_policy.max_backoff_seconds} s`],
     ["Misfire / overlap", `${s.misfire_policy} / ${s.overlap_policy}`],
@@ -266,7 +268,7 @@ export function runRow(r, zone, extra = []) {
   return h("tr", {},
     h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(r.schedule_id)}/runs/${encodeURIComponent(r.id)}` }, timeEl(r.scheduled_for, zone))),
     h("td", {}, r.trigger),
-    h("td", {}, badge(r.status), r.skip_reason ? h("span", { class: "small muted" }, ` ${r.skip_reason}`) : null),
+    h("td", {}, badge(r.status), r.skip_reason ? h("span", { class: "small muted" }, ` ${r.skip_reason}`) : null, completionNote(r)),
     h("td", { class: "num" }, String(r.attempt_count)),
     h("td", {}, timeEl(r.finished_at, zone)),
     extra);
