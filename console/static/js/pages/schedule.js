@@ -10,6 +10,7 @@ import { stats } from "./stats.js";
 import { labelChips, pausedText } from "./schedules.js";
 import { historyCard, versionHref } from "./history.js";
 import { completionNote, completionText } from "./completion.js";
+import { ledgerHref } from "./ledger.js";
 
 const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
@@ -31,7 +32,9 @@ export async function schedulePage(id) {
   const words = cronInWords(s.cron);
   const head = h("div", { class: "page-head" },
     h("h1", {}, s.name, " ", badge(s.state)),
-    h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit"));
+    h("div", { class: "row" },
+      h("a", { href: ledgerHref(id), class: "button", id: "ledger-link" }, "Ledger"),
+      h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit")));
   const def = definition([
     s.description ? ["Description", s.description] : null,
     s.key ? ["Key", h("code", { class: "wrap", id: "schedule-key" }, s.key)] : null,
