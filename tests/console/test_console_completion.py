@@ -97,7 +97,8 @@ async def test_callback_run_awaits_then_shows_completion_detail_and_output(
     await shoot(page, "run-awaiting-completion")
 
     url, token = accepting.accepted[0]
-    async with httpx.AsyncClient(base_url=console.origin, timeout=10) as anon:
+    # To the scheduler's own port: the URL names SCHEDULER_PUBLIC_URL, not this test's port.
+    async with httpx.AsyncClient(base_url=console.scheduler_url, timeout=10) as anon:
         done = await anon.post(
             urlsplit(url).path,
             headers={"Authorization": f"Bearer {token}"},

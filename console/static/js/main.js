@@ -8,6 +8,7 @@ import { schedulePage } from "./pages/schedule.js";
 import { runPage } from "./pages/run.js";
 import { versionPage } from "./pages/history.js";
 import { ledgerPage } from "./pages/ledger.js";
+import { destinationsPage } from "./pages/destinations.js";
 import { formPage } from "./pages/form.js";
 import { failedPage } from "./pages/failed.js";
 import { notificationsPage } from "./pages/notifications.js";
@@ -21,6 +22,7 @@ const routes = [
   [/^\/schedules\/([^/]+)\/ledger$/, (m, signal) => ledgerPage(m[1], signal)],
   [/^\/schedules\/([^/]+)$/, (m) => schedulePage(m[1])],
   [/^\/failed$/, () => failedPage()],
+  [/^\/destinations$/, (m, signal) => destinationsPage(signal)],
   [/^\/notifications$/, () => notificationsPage()],
   [/^\/sign-in$/, () => signInPage()],
 ];
