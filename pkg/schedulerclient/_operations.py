@@ -28,6 +28,8 @@ from schedulerclient.models import (
     DeliveryOut,
     DstPolicy,
     JsonValue,
+    LedgerItemOut,
+    LedgerOut,
     MisfirePolicy,
     NotificationOut,
     OccurrencesOut,
@@ -123,6 +125,12 @@ RESTORE_SCHEDULE_VERSION = Operation(
     "restoreScheduleVersion",
     "POST",
     "/v1/schedules/{schedule_id}/versions/{version}/restore",
+    "scheduler",
+)
+GET_SCHEDULE_LEDGER = Operation(
+    "getScheduleLedger",
+    "GET",
+    "/v1/schedules/{schedule_id}/ledger",
     "scheduler",
 )
 TRIGGER_SCHEDULE = Operation(
@@ -676,6 +684,48 @@ class SyncOperations:
             headers={"If-Match": if_match},
         )
         return ScheduleWithSecret.model_validate(data)
+
+    def get_schedule_ledger(
+        self,
+        schedule_id: str,
+        *,
+        from_: datetime | str | None = None,
+        to: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LedgerOut:
+        """Every occurrence of a window (at most 31 days) and what became of it. `GET
+        /v1/schedules/{schedule_id}/ledger` (getScheduleLedger).
+        """
+        data = self._send(
+            GET_SCHEDULE_LEDGER,
+            path={"schedule_id": schedule_id},
+            query={"from": from_, "to": to, "limit": limit, "cursor": cursor},
+        )
+        return LedgerOut.model_validate(data)
+
+    def iter_get_schedule_ledger(
+        self,
+        schedule_id: str,
+        *,
+        from_: datetime | str | None = None,
+        to: datetime | str | None = None,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> Iterator[LedgerItemOut]:
+        """Every item of `get_schedule_ledger`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return iterate_pages(
+            lambda cursor: self.get_schedule_ledger(
+                schedule_id,
+                from_=from_,
+                to=to,
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
 
     def trigger_schedule(
         self,
@@ -1582,6 +1632,48 @@ class AsyncOperations:
             headers={"If-Match": if_match},
         )
         return ScheduleWithSecret.model_validate(data)
+
+    async def get_schedule_ledger(
+        self,
+        schedule_id: str,
+        *,
+        from_: datetime | str | None = None,
+        to: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LedgerOut:
+        """Every occurrence of a window (at most 31 days) and what became of it. `GET
+        /v1/schedules/{schedule_id}/ledger` (getScheduleLedger).
+        """
+        data = await self._send(
+            GET_SCHEDULE_LEDGER,
+            path={"schedule_id": schedule_id},
+            query={"from": from_, "to": to, "limit": limit, "cursor": cursor},
+        )
+        return LedgerOut.model_validate(data)
+
+    def iter_get_schedule_ledger(
+        self,
+        schedule_id: str,
+        *,
+        from_: datetime | str | None = None,
+        to: datetime | str | None = None,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> AsyncIterator[LedgerItemOut]:
+        """Every item of `get_schedule_ledger`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return aiterate_pages(
+            lambda cursor: self.get_schedule_ledger(
+                schedule_id,
+                from_=from_,
+                to=to,
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
 
     async def trigger_schedule(
         self,

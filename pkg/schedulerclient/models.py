@@ -33,11 +33,17 @@ __all__ = [
     "ErrorOut",
     "JsonValue",
     "LastRunOut",
+    "LedgerItemOut",
+    "LedgerOut",
+    "LedgerReasonsOut",
+    "LedgerSummaryOut",
     "MisfirePolicy",
     "NotificationAttemptOut",
     "NotificationOut",
     "OccurrenceOut",
     "OccurrencesOut",
+    "OtherRunOut",
+    "Outcome",
     "OverlapPolicy",
     "PageDeliveryOut",
     "PageNotificationOut",
@@ -90,6 +96,10 @@ MisfirePolicy: TypeAlias = Literal["fire_all", "fire_once", "skip"]
 """What to do with occurrences missed while the scheduler was down or behind."""
 
 OccurrenceOut: TypeAlias = dict[str, Any]
+
+Outcome: TypeAlias = Literal[
+    "succeeded", "failed", "in_progress", "retrying", "pending", "skipped", "not_planned", "missing"
+]
 
 OverlapPolicy: TypeAlias = Literal["allow", "skip", "buffer_one"]
 """What to do when an occurrence comes while the previous run is unfinished."""
@@ -178,6 +188,45 @@ class AttemptOut(Model):
     response_excerpt: str | None
 
 
+class LedgerItemOut(Model):
+    scheduled_for: str
+    """the occurrence (jitter never moves it)"""
+
+    version: int | None
+    """the schedule version in force at scheduled_for (null: a run older than versions)"""
+
+    outcome: Outcome
+    """one of `succeeded`, `failed`, `in_progress`, `retrying`, `pending`, `skipped`, `not_planned`,
+    `missing`
+    """
+
+    run_id: str | None = None
+    """the run that decides the outcome"""
+
+    reason: str | None = None
+    """`skipped`: the run's skip_reason; `not_planned`: one of `paused`, `tenant_suspended`,
+    `before_start`, `after_end`, `max_runs_reached`, `deleted`
+    """
+
+
+class LedgerReasonsOut(Model):
+    skipped: dict[str, int]
+    """skipped items by skip_reason"""
+
+    not_planned: dict[str, int]
+    """not_planned items by reason"""
+
+
+class LedgerSummaryOut(Model):
+    total: int
+    """items in the whole window"""
+
+    outcomes: dict[str, int]
+    """items by outcome, every outcome present"""
+
+    reasons: LedgerReasonsOut
+
+
 class NotificationAttemptOut(Model):
     number: int
     started_at: str
@@ -216,6 +265,37 @@ class NotificationOut(Model):
 class OccurrencesOut(Model):
     timezone: str
     items: list[OccurrenceOut]
+
+
+class OtherRunOut(Model):
+    id: str
+
+    trigger: str
+    """`manual`, `replay` or `backfill`"""
+
+    scheduled_for: str
+    status: str
+    skip_reason: str | None
+    schedule_version: int | None
+
+
+class LedgerOut(Model):
+    schedule_id: str
+    from_: str = Field(alias="from")
+    to: str
+    items: list[LedgerItemOut]
+    next_cursor: str | None
+
+    summary: LedgerSummaryOut | None
+    """counts over the whole window; on the first page only (null on later pages)"""
+
+    other_runs: list[OtherRunOut]
+    """runs that are not occurrences (manual, replay, backfill) in the window, oldest first; on the
+    first page only
+    """
+
+    other_runs_truncated: bool
+    """more other runs than the 100 listed"""
 
 
 class PageDeliveryOut(Model):

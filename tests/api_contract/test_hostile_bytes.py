@@ -388,6 +388,7 @@ def test_forged_cursors_are_400_on_every_scheduler_list(scheduler_server: Served
             f"/v1/schedules/{created['id']}/runs",
             "/v1/schedules/-/runs",
             f"/v1/schedules/{created['id']}/versions",
+            f"/v1/schedules/{created['id']}/ledger",
         ]
         for path in lists:
             _assert_invalid_cursor(client, path)
@@ -418,7 +419,7 @@ def test_forged_cursors_are_400_on_every_notification_list(notification_server: 
 
 
 def test_every_list_route_is_covered(scheduler_server: Served, notification_server: Served) -> None:
-    """The seven lists above are every route that takes a cursor."""
+    """The eight lists above are every route that takes a cursor."""
     routes = set()
     for served in (scheduler_server, notification_server):
         paths: dict[str, dict[str, Any]] = served.openapi["paths"]  # type: ignore[assignment]
@@ -432,6 +433,7 @@ def test_every_list_route_is_covered(scheduler_server: Served, notification_serv
         "GET /v1/schedules/{schedule_id}/runs",
         "GET /v1/schedules/-/runs",
         "GET /v1/schedules/{schedule_id}/versions",
+        "GET /v1/schedules/{schedule_id}/ledger",
         "GET /v1/subscriptions/",
         "GET /v1/subscriptions/{sub_id}/deliveries",
         "GET /v1/notifications/",

@@ -131,6 +131,15 @@ class CompiledTiming:
                 if left <= 0:
                     return
 
+    def iter_unbounded(self, after: datetime, until: datetime) -> Iterator[datetime]:
+        """The occurrences in (after, until] ignoring start_at, end_at and max_runs: what the
+        recurrence (or a one-shot's run_at) puts there, DST policy applied. The ledger lists them
+        and says why the bounds left some unplanned (domain/ledger.py)."""
+        if self.recurrence is not None:
+            yield from self.recurrence.iter_after(after, until)
+        elif self._run_at is not None and after < self._run_at <= until:
+            yield self._run_at.astimezone(load_zone(self.timing.timezone))
+
     def next_after(self, after: datetime, planned_runs: int = 0) -> datetime | None:
         if self._unbounded:  # the planner asks once per schedule and pass
             assert self.recurrence is not None

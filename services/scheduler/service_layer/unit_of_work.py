@@ -1,8 +1,9 @@
 """The unit of work: ONE port per scheduler transaction (cosmic-python style), carrying every
 repository of the scheduler database: `schedules`, `idempotency`, `runs` (the set-based
 primitives of the hot path, service_layer/run_ports.py), `tenants` (the tenant projections),
-`retention` (batch deletes, service_layer/retention_ports.py) and `versions` (reads of schedule
-versions, service_layer/version_ports.py).
+`retention` (batch deletes, service_layer/retention_ports.py), `versions` (reads of schedule
+versions, service_layer/version_ports.py) and `ledger` (the ledger's reads and the periodic
+check's watermarks, service_layer/ledger_ports.py).
 
 Contract every implementation keeps:
 - Schedule and idempotency methods take the tenant id; another tenant's row is indistinguishable
@@ -35,6 +36,7 @@ from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
 from scheduler.domain.versions import Actor
+from scheduler.service_layer.ledger_ports import LedgerRepository
 from scheduler.service_layer.retention_ports import RetentionRepository
 from scheduler.service_layer.run_ports import RunRepository
 from scheduler.service_layer.version_ports import VersionRepository
@@ -220,6 +222,7 @@ class UnitOfWork(abc.ABC):
     tenants: TenantRepository
     retention: RetentionRepository
     versions: VersionRepository
+    ledger: LedgerRepository
     actor: Actor
     """Who this unit of work's schedule changes are attributed to (their versions' author)."""
     _events: list[DomainEvent]

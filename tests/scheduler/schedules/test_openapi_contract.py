@@ -27,6 +27,8 @@ DESIGN_ROUTES = {
     ("get", "/v1/schedules/{schedule_id}/versions"),
     ("get", "/v1/schedules/{schedule_id}/versions/{version}"),
     ("post", "/v1/schedules/{schedule_id}/versions/{version}/restore"),
+    # DESIGN.md §7b: the ledger.
+    ("get", "/v1/schedules/{schedule_id}/ledger"),
     # Beyond §5 (docs/architecture.md, deviations): the console's run timeline, counted by the API.
     ("get", "/v1/schedules/{schedule_id}/runs/stats"),
     # DESIGN.md §7b.

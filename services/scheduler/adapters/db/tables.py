@@ -274,3 +274,15 @@ delivery_attempts = sa.Table(
     # <= 1 KiB of UTF-8 (webhookdeliver's bound); never holds our secret: it is the receiver's text.
     sa.Column("response_excerpt", sa.Text(), nullable=True),
 )
+
+# ---- the ledger's periodic check (migration 0017, adapters/db/ledger.py) --------------------
+
+ledger_watermarks = sa.Table(
+    "ledger_watermarks",
+    metadata,
+    sa.Column("schedule_id", sa.String(40), primary_key=True),
+    sa.Column("tenant_id", sa.String(200), nullable=False),
+    # Occurrences up to this instant are counted (service_layer/ledger_watch.py).
+    sa.Column("checked_until", UTCDateTime(), nullable=False),
+)
+sa.Index("ix_ledger_watermarks_checked", ledger_watermarks.c.checked_until)

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from scheduler.adapters.db.dialect import dialect_insert
+from scheduler.adapters.db.ledger import SqlLedgerStore
 from scheduler.adapters.db.outbox_rows import outbox_row
 from scheduler.adapters.db.repository import SqlIdempotencyRepository, SqlScheduleRepository
 from scheduler.adapters.db.retention_store import SqlRetentionRepository
@@ -46,6 +47,7 @@ class SqlUnitOfWork(UnitOfWork):
         self.runs = SqlRunRepository(conn, box)
         self.tenants = SqlTenantRepository(conn)
         self.retention = SqlRetentionRepository(conn)
+        self.ledger = SqlLedgerStore(conn)
         return await super().__aenter__()
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, default_entitlements, rotation_grace
-from scheduler.entrypoints.api import apply, health, schedules, versions
+from scheduler.entrypoints.api import apply, health, ledger, schedules, versions
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
@@ -83,6 +83,7 @@ def create_app(
     app.include_router(apply.router)  # before /{schedule_id}: its path is a literal
     app.include_router(schedules.router)
     app.include_router(versions.router)
+    app.include_router(ledger.router)
     app.add_middleware(
         BodyLimitMiddleware,
         limit=max_request_bytes,

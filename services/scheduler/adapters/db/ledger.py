@@ -1,0 +1,241 @@
+"""SQL side of the ledger (service_layer/ledger_ports.py): a schedule's versions over a window, its
+planned runs over a page's range, its other runs, and the periodic check's watermarks.
+
+Index use: versions by the primary key (schedule_id, version); planned runs by
+`uq_runs_planned_occurrence` (schedule_id, scheduled_for) WHERE trigger = 'schedule', one index
+range per page (the predicate is repeated as the literal `PLANNED_SQL`); other runs by
+`ix_runs_schedule_history` (schedule_id, scheduled_for, id); watermarks by their primary key and
+`ix_ledger_watermarks_checked`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from scheduler.adapters.db.dialect import dialect_insert, in_values
+from scheduler.adapters.db.tables import (
+    ACTIVE_LIVE_SQL,
+    PLANNED_SQL,
+    ledger_watermarks,
+    runs,
+    schedule_versions,
+    schedules,
+)
+from scheduler.adapters.db.versions import definition_from_json
+from scheduler.domain.ledger import LedgerRun
+from scheduler.service_layer.ledger_ports import (
+    OtherRun,
+    SchedulePosition,
+    StoredSpan,
+    Watermark,
+)
+
+_SPAN_COLUMNS = (
+    schedule_versions.c.schedule_id,
+    schedule_versions.c.version,
+    schedule_versions.c.at,
+    schedule_versions.c.superseded_at,
+    schedule_versions.c.state,
+    schedule_versions.c.definition,
+)
+_RUN_COLUMNS = (
+    runs.c.id,
+    runs.c.scheduled_for,
+    runs.c.status,
+    runs.c.skip_reason,
+    runs.c.schedule_version,
+)
+
+
+def _span(m: Mapping[Any, Any]) -> StoredSpan:
+    return StoredSpan(
+        schedule_id=m["schedule_id"],
+        version=m["version"],
+        at=m["at"],
+        superseded_at=m["superseded_at"],
+        state=m["state"],
+        timing=definition_from_json(m["definition"]).timing,
+    )
+
+
+def _overlapping(after: datetime, until: datetime) -> tuple[sa.ColumnElement[bool], ...]:
+    """Versions in force at some instant t with after < t <= until (in force: at < t <=
+    superseded_at)."""
+    sup = schedule_versions.c.superseded_at
+    return (schedule_versions.c.at < until, sa.or_(sup.is_(None), sup > after))
+
+
+class SqlLedgerStore:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    def _in(self, column: sa.ColumnElement[Any], values: Sequence[Any]) -> sa.ColumnElement[bool]:
+        return in_values(self.conn, column, list(values))
+
+    # ---- one schedule (the API) ----
+
+    async def position(self, tenant_id: str, schedule_id: str) -> SchedulePosition | None:
+        q = (
+            sa.select(schedules.c.next_run_at, schedules.c.deleted_at)
+            .where(schedules.c.id == schedule_id)
+            .where(schedules.c.tenant_id == tenant_id)
+        )
+        row = (await self.conn.execute(q)).first()
+        return None if row is None else SchedulePosition(row[0], row[1])
+
+    async def has_versions(self, tenant_id: str, schedule_id: str) -> bool:
+        q = (
+            sa.select(schedule_versions.c.version)
+            .where(schedule_versions.c.schedule_id == schedule_id)
+            .where(schedule_versions.c.tenant_id == tenant_id)
+            .limit(1)
+        )
+        return (await self.conn.execute(q)).first() is not None
+
+    async def spans(
+        self, tenant_id: str, schedule_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredSpan]:
+        q = (
+            sa.select(*_SPAN_COLUMNS)
+            .where(schedule_versions.c.schedule_id == schedule_id)
+            .where(schedule_versions.c.tenant_id == tenant_id)
+            .where(schedule_versions.c.at < end)
+            .where(
+                sa.or_(
+                    schedule_versions.c.superseded_at.is_(None),
+                    schedule_versions.c.superseded_at >= start,
+                )
+            )
+            .order_by(schedule_versions.c.version)
+            .limit(limit)
+        )
+        return [_span(r._mapping) for r in await self.conn.execute(q)]
+
+    async def planned_runs(
+        self, tenant_id: str, schedule_id: str, after: datetime, until: datetime, limit: int
+    ) -> list[LedgerRun]:
+        q = (
+            sa.select(*_RUN_COLUMNS)
+            .where(runs.c.schedule_id == schedule_id)
+            .where(sa.text(PLANNED_SQL))
+            .where(runs.c.tenant_id == tenant_id)
+            .where(runs.c.scheduled_for > after)
+            .where(runs.c.scheduled_for <= until)
+            .order_by(runs.c.scheduled_for)
+            .limit(limit)
+        )
+        return [LedgerRun(*r) for r in await self.conn.execute(q)]
+
+    async def other_runs(
+        self, tenant_id: str, schedule_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[OtherRun]:
+        q = (
+            sa.select(
+                runs.c.id,
+                runs.c.trigger,
+                runs.c.scheduled_for,
+                runs.c.status,
+                runs.c.skip_reason,
+                runs.c.schedule_version,
+            )
+            .where(runs.c.schedule_id == schedule_id)
+            .where(runs.c.tenant_id == tenant_id)
+            .where(runs.c.trigger != "schedule")
+            .where(runs.c.scheduled_for >= start)
+            .where(runs.c.scheduled_for < end)
+            .order_by(runs.c.scheduled_for, runs.c.id)
+            .limit(limit)
+        )
+        return [OtherRun(*r) for r in await self.conn.execute(q)]
+
+    # ---- the periodic check (system-wide, like the planner) ----
+
+    async def seed_watermarks(self, since: datetime, batch: int) -> int:
+        known = sa.select(ledger_watermarks.c.schedule_id).where(
+            ledger_watermarks.c.schedule_id == schedules.c.id
+        )
+        q = (
+            sa.select(schedules.c.id, schedules.c.tenant_id, schedules.c.created_at)
+            .where(sa.text(ACTIVE_LIVE_SQL))
+            .where(~sa.exists(known))
+            .limit(batch)
+        )
+        rows = [
+            {"schedule_id": r[0], "tenant_id": r[1], "checked_until": max(since, r[2])}
+            for r in await self.conn.execute(q)
+        ]
+        if not rows:
+            return 0
+        insert = dialect_insert(self.conn, ledger_watermarks).on_conflict_do_nothing()
+        await self.conn.execute(insert, rows)
+        return len(rows)
+
+    async def claim_watermarks(self, before: datetime, batch: int) -> list[Watermark]:
+        q = (
+            sa.select(ledger_watermarks)
+            .where(ledger_watermarks.c.checked_until < before)
+            .order_by(ledger_watermarks.c.checked_until)
+            .limit(batch)
+            .with_for_update(skip_locked=True)
+        )
+        return [Watermark(*r) for r in await self.conn.execute(q)]
+
+    async def positions(self, schedule_ids: Sequence[str]) -> dict[str, SchedulePosition]:
+        q = sa.select(schedules.c.id, schedules.c.next_run_at, schedules.c.deleted_at).where(
+            self._in(schedules.c.id, schedule_ids)
+        )
+        return {r[0]: SchedulePosition(r[1], r[2]) for r in await self.conn.execute(q)}
+
+    async def spans_of(
+        self, schedule_ids: Sequence[str], after: datetime, until: datetime
+    ) -> dict[str, list[StoredSpan]]:
+        q = (
+            sa.select(*_SPAN_COLUMNS)
+            .where(self._in(schedule_versions.c.schedule_id, schedule_ids))
+            .where(*_overlapping(after, until))
+            .order_by(schedule_versions.c.schedule_id, schedule_versions.c.version)
+        )
+        out: dict[str, list[StoredSpan]] = {}
+        for r in await self.conn.execute(q):
+            span = _span(r._mapping)
+            out.setdefault(span.schedule_id, []).append(span)
+        return out
+
+    async def planned_instants(
+        self, schedule_ids: Sequence[str], after: datetime, until: datetime
+    ) -> dict[str, list[datetime]]:
+        q = (
+            sa.select(runs.c.schedule_id, runs.c.scheduled_for)
+            .where(self._in(runs.c.schedule_id, schedule_ids))
+            .where(sa.text(PLANNED_SQL))
+            .where(runs.c.scheduled_for > after)
+            .where(runs.c.scheduled_for <= until)
+        )
+        out: dict[str, list[datetime]] = {}
+        for r in await self.conn.execute(q):
+            out.setdefault(r[0], []).append(r[1])
+        return out
+
+    async def advance_watermarks(self, schedule_ids: Sequence[str], to: datetime) -> None:
+        if schedule_ids:
+            await self.conn.execute(
+                sa.update(ledger_watermarks)
+                .where(self._in(ledger_watermarks.c.schedule_id, schedule_ids))
+                .values(checked_until=to)
+            )
+
+    async def drop_watermarks(self, schedule_ids: Sequence[str]) -> None:
+        if schedule_ids:
+            await self.conn.execute(
+                sa.delete(ledger_watermarks).where(
+                    self._in(ledger_watermarks.c.schedule_id, schedule_ids)
+                )
+            )
+
+
+__all__ = ["SqlLedgerStore"]
