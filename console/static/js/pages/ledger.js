@@ -90,13 +90,16 @@ async function fetchAll(path, from, to, signal, progress) {
   const items = [];
   const others = new Map();
   let summary = null;
+  let othersTruncated = false;
   let cursor = null;
   let capped = false;
   for (;;) {
     const p = await get(`${path}/ledger${query({ from, to, limit: PAGE_SIZE, cursor })}`, { signal });
     for (const o of p.items) items.push(o);
     for (const r of p.other_runs || []) others.set(r.id, r);
+    // The first page carries the whole window's summary and its other runs.
     summary = summary || p.summary || null;
+    othersTruncated = othersTruncated || Boolean(p.other_runs_truncated);
     cursor = p.next_cursor;
     if (!cursor) break;
     if (items.length >= MAX_ITEMS) {
@@ -105,7 +108,7 @@ async function fetchAll(path, from, to, signal, progress) {
     }
     progress(items.length);
   }
-  return { items, others: [...others.values()], summary, capped };
+  return { items, others: [...others.values()], othersTruncated, summary, capped };
 }
 
 async function load(box, path, s, from, to, signal) {
@@ -118,19 +121,20 @@ async function load(box, path, s, from, to, signal) {
     return;
   }
   const fetched = performance.now();
-  const { items, others, summary, capped } = data;
-  const counts = countOutcomes(items);
+  const { items, others, othersTruncated, summary, capped } = data;
+  // The API's summary counts the whole window (even past the cap); the loaded items otherwise.
+  const counts = summary && summary.outcomes ? fromSummary(summary) : countOutcomes(items);
   const grid = h("div", { class: "ledger-grid-wrap" });
   replace(box,
     counts.outcomes.missing ? h("div", { class: "error-box ledger-missing", role: "alert" },
       `${counts.outcomes.missing} occurrence${counts.outcomes.missing === 1 ? " is" : "s are"} missing: ${counts.outcomes.missing === 1 ? "it" : "they"} should have a run and ${counts.outcomes.missing === 1 ? "has" : "have"} none, with no recorded reason.`) : null,
     capped ? h("p", { class: "flash flash-error ledger-capped", role: "status" },
       `Showing the first ${items.length.toLocaleString("en-US")} occurrences of this window (the most the console loads); choose a shorter window to see the rest.`) : null,
-    summaryEl(counts, capped ? summary : null),
+    summaryEl(counts),
     legend(),
     items.length ? grid : empty("No occurrence in this window."),
     attention(items, s),
-    otherRuns(others, s));
+    otherRuns(others, othersTruncated, s));
   if (items.length) drawGrid(grid, items, s);
   box.dataset.fetchMs = String(Math.round(fetched - started));
   box.dataset.renderMs = String(Math.round(performance.now() - fetched));
@@ -150,24 +154,23 @@ function countOutcomes(items) {
   return { outcomes, reasons, total: items.length };
 }
 
-// The API's summary for the whole window, whatever its nesting, as `name: n` text.
-function flatCounts(obj, prefix = "") {
-  const out = [];
-  for (const [k, v] of Object.entries(obj || {})) {
-    if (typeof v === "number") out.push(`${prefix}${k.replace(/_/g, " ")}: ${v}`);
-    else if (v && typeof v === "object") out.push(...flatCounts(v, `${prefix}${k.replace(/_/g, " ")} › `));
+// `{total, outcomes: {outcome: n}, reasons: {skipped: {...}, not_planned: {...}}}`.
+function fromSummary(summary) {
+  const reasons = {};
+  for (const [outcome, byReason] of Object.entries(summary.reasons || {})) {
+    if (byReason && Object.keys(byReason).length) reasons[outcome] = byReason;
   }
-  return out;
+  const total = summary.total ?? Object.values(summary.outcomes).reduce((a, b) => a + b, 0);
+  return { outcomes: summary.outcomes, reasons, total };
 }
 
-function summaryEl(counts, windowSummary) {
+function summaryEl(counts) {
   const list = h("ul", { class: "ledger-summary" }, OUTCOMES.slice().reverse().filter((k) => counts.outcomes[k]).map((k) => {
     const why = counts.reasons[k] ? Object.entries(counts.reasons[k]).map(([r, n]) => `${r.replace(/_/g, " ")} ${n}`).join(", ") : "";
     return h("li", { dataset: { outcome: k } }, h("span", { class: `swatch cell-${k}` }),
       h("strong", {}, `${WORDS[k]}: ${counts.outcomes[k].toLocaleString("en-US")}`), why ? ` (${why})` : "");
   }));
-  return h("div", { class: "card" }, h("h2", {}, `${counts.total.toLocaleString("en-US")} occurrence${counts.total === 1 ? "" : "s"}`), list,
-    windowSummary ? h("p", { class: "small muted" }, "Whole window: ", flatCounts(windowSummary).join("; ")) : null);
+  return h("div", { class: "card" }, h("h2", {}, `${counts.total.toLocaleString("en-US")} occurrence${counts.total === 1 ? "" : "s"}`), list);
 }
 
 function legend() {
@@ -324,7 +327,7 @@ function attention(items, s) {
       o.version ? h("span", { class: "small muted" }, ` v${o.version}`) : null))));
 }
 
-function otherRuns(runs, s) {
+function otherRuns(runs, truncated, s) {
   if (!runs.length) return null;
   const t = table("Other runs", ["Scheduled for", "Trigger", "Status"], runs.map((r) => h("tr", {},
     h("td", {}, r.id ? h("a", { href: runHref(s.id, r.id) }, timeEl(r.scheduled_for, s.timezone)) : timeEl(r.scheduled_for, s.timezone)),
@@ -332,5 +335,6 @@ function otherRuns(runs, s) {
     h("td", {}, r.status ? badge(r.status) : "—"))), { className: "other-runs" });
   labelCells(t);
   return h("div", { class: "card" }, h("h2", {}, "Other runs in the window"),
-    h("p", { class: "small muted" }, "Manual, replay and backfill runs: not occurrences of the schedule."), t);
+    h("p", { class: "small muted" }, "Manual, replay and backfill runs: not occurrences of the schedule."), t,
+    truncated ? h("p", { class: "small muted other-runs-truncated" }, `More than ${runs.length} in this window; the schedule's runs list has them all (filter by trigger).`) : null);
 }
