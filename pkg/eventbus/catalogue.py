@@ -25,6 +25,7 @@ EVENT_TYPES_BY_TOPIC: Mapping[str, tuple[str, ...]] = {
         "schedule.run.succeeded",
         "schedule.run.failed",
         "schedule.run.skipped",
+        "schedule.run.too_fast",
     ),
     PLATFORM_EVENTS_TOPIC: ("tenant.suspended", "tenant.reinstated"),
     BILLING_ENTITLEMENTS_TOPIC: ("entitlements.updated",),

@@ -25,6 +25,9 @@ from schedulerclient.models import (
     BackfillOut,
     BackfillPreviewOut,
     BreakerIn,
+    CompleteIn,
+    CompleteOut,
+    CompletionIn,
     DeliveryOut,
     DstPolicy,
     JsonValue,
@@ -160,6 +163,7 @@ BACKFILL_SCHEDULE = Operation(
     "/v1/schedules/{schedule_id}/backfill",
     "scheduler",
 )
+COMPLETE_RUN = Operation("completeRun", "POST", "/v1/runs/{run_id}/complete", "scheduler")
 GET_NOTIFICATION_HEALTH = Operation("getNotificationHealth", "GET", "/healthz", "notification")
 GET_NOTIFICATION_READINESS = Operation("getNotificationReadiness", "GET", "/readyz", "notification")
 LIST_SUBSCRIPTIONS = Operation("listSubscriptions", "GET", "/v1/subscriptions/", "notification")
@@ -335,6 +339,7 @@ class SyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
         key: str | Unset | None = UNSET,
         secret: str | Unset | None = UNSET,
@@ -363,6 +368,7 @@ class SyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                     "key": key,
                     "secret": secret,
@@ -394,6 +400,7 @@ class SyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
         secret: str | Unset | None = UNSET,
     ) -> ScheduleWithSecret:
@@ -423,6 +430,7 @@ class SyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                     "secret": secret,
                 },
@@ -465,6 +473,7 @@ class SyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
     ) -> ScheduleWithSecret:
         """Partial update; send If-Match with the ETag for a safe concurrent edit. `PATCH
@@ -494,6 +503,7 @@ class SyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                 },
                 required=True,
@@ -912,6 +922,33 @@ class SyncOperations:
         )
         return _BACKFILL_SCHEDULE_ANSWER.validate_python(data)
 
+    def complete_run(
+        self,
+        run_id: str,
+        body: CompleteIn | Mapping[str, Any] | None = None,
+        *,
+        status: Literal["succeeded", "failed"] | Unset = UNSET,
+        detail: str | Unset | None = UNSET,
+        output: JsonValue | Unset = UNSET,
+        final: bool | Unset = UNSET,
+    ) -> CompleteOut:
+        """Complete Run. `POST /v1/runs/{run_id}/complete` (completeRun)."""
+        data = self._send(
+            COMPLETE_RUN,
+            path={"run_id": run_id},
+            body=merge_body(
+                body,
+                {
+                    "status": status,
+                    "detail": detail,
+                    "output": output,
+                    "final": final,
+                },
+                required=True,
+            ),
+        )
+        return CompleteOut.model_validate(data)
+
     def get_notification_health(
         self,
     ) -> dict[str, str]:
@@ -1283,6 +1320,7 @@ class AsyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
         key: str | Unset | None = UNSET,
         secret: str | Unset | None = UNSET,
@@ -1311,6 +1349,7 @@ class AsyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                     "key": key,
                     "secret": secret,
@@ -1342,6 +1381,7 @@ class AsyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
         secret: str | Unset | None = UNSET,
     ) -> ScheduleWithSecret:
@@ -1371,6 +1411,7 @@ class AsyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                     "secret": secret,
                 },
@@ -1413,6 +1454,7 @@ class AsyncOperations:
         misfire_policy: MisfirePolicy | Unset = UNSET,
         overlap_policy: OverlapPolicy | Unset = UNSET,
         breaker: BreakerIn | Mapping[str, Any] | Unset = UNSET,
+        completion: CompletionIn | Mapping[str, Any] | Unset = UNSET,
         labels: Mapping[str, str] | Unset = UNSET,
     ) -> ScheduleWithSecret:
         """Partial update; send If-Match with the ETag for a safe concurrent edit. `PATCH
@@ -1442,6 +1484,7 @@ class AsyncOperations:
                     "misfire_policy": misfire_policy,
                     "overlap_policy": overlap_policy,
                     "breaker": breaker,
+                    "completion": completion,
                     "labels": labels,
                 },
                 required=True,
@@ -1859,6 +1902,33 @@ class AsyncOperations:
             ),
         )
         return _BACKFILL_SCHEDULE_ANSWER.validate_python(data)
+
+    async def complete_run(
+        self,
+        run_id: str,
+        body: CompleteIn | Mapping[str, Any] | None = None,
+        *,
+        status: Literal["succeeded", "failed"] | Unset = UNSET,
+        detail: str | Unset | None = UNSET,
+        output: JsonValue | Unset = UNSET,
+        final: bool | Unset = UNSET,
+    ) -> CompleteOut:
+        """Complete Run. `POST /v1/runs/{run_id}/complete` (completeRun)."""
+        data = await self._send(
+            COMPLETE_RUN,
+            path={"run_id": run_id},
+            body=merge_body(
+                body,
+                {
+                    "status": status,
+                    "detail": detail,
+                    "output": output,
+                    "final": final,
+                },
+                required=True,
+            ),
+        )
+        return CompleteOut.model_validate(data)
 
     async def get_notification_health(
         self,

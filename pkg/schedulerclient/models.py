@@ -26,6 +26,11 @@ __all__ = [
     "BackfillPreviewOut",
     "BreakerIn",
     "BreakerOut",
+    "CompleteIn",
+    "CompleteOut",
+    "CompletionIn",
+    "CompletionMode",
+    "CompletionOut",
     "DefinitionOut",
     "DeliveryOut",
     "DstAnnotation",
@@ -81,6 +86,9 @@ __all__ = [
 ]
 
 Action: TypeAlias = Literal["webhook", "event"]
+
+CompletionMode: TypeAlias = Literal["response", "callback"]
+"""What ends a webhook run (DESIGN.md §7b "Completion")."""
 
 DstAnnotation: TypeAlias = Literal["shifted", "first_pass", "second_pass"]
 """How DST touched one occurrence (the `dst` of an annotated occurrence, DESIGN.md §7a)."""
@@ -174,6 +182,49 @@ class BreakerOut(Model):
     failure_threshold: int
 
 
+class CompleteIn(InputModel):
+    status: Literal["succeeded", "failed"]
+    detail: str | None = None
+
+    output: JsonValue | None = None
+    """the job's result, any JSON of at most 16384 bytes serialized (shown on the run and its
+    attempt)
+    """
+
+    final: bool = False
+    """failed only: do not retry (the run fails now, whatever its retry policy)"""
+
+
+class CompleteOut(Model):
+    run_id: str
+
+    status: str
+    """the run's status after the call"""
+
+    completion_status: Literal["succeeded", "failed", "timed_out"] | None
+    completed_at: str | None
+    too_fast: bool
+
+    replayed: bool
+    """true: the same call already ended the attempt"""
+
+
+class CompletionIn(InputModel):
+    """What ends a webhook run (DESIGN.md §7b): `response` (a 2xx) or `callback` (a 2xx means
+    accepted; the receiver calls `X-Run-Complete-Url` by `timeout_seconds`).
+    """
+
+    mode: CompletionMode = "response"
+    timeout_seconds: int | None = None
+    min_duration_seconds: int | None = None
+
+
+class CompletionOut(Model):
+    mode: CompletionMode
+    timeout_seconds: int | None = None
+    min_duration_seconds: int | None = None
+
+
 class ErrorOut(Model):
     kind: str
     message: str | None
@@ -186,6 +237,17 @@ class AttemptOut(Model):
     status_code: int | None
     error: ErrorOut | None
     response_excerpt: str | None
+
+    completed_at: str | None = None
+    """callback mode: when this accepted attempt's awaiting ended (its completion call, or the
+    deadline: error completion_timeout)
+    """
+
+    completion_detail: str | None = None
+    """callback mode: the completion call's detail"""
+
+    completion_output: JsonValue | None = None
+    """callback mode: the completion call's output (<= 16 KiB)"""
 
 
 class LedgerItemOut(Model):
@@ -411,6 +473,25 @@ class RunListItem(Model):
     recorded
     """
 
+    completion_deadline: str | None = None
+    """callback mode: set while the accepted attempt awaits its completion call (status
+    in_progress): no call by then is a failed attempt (completion_timeout)
+    """
+
+    completed_at: str | None = None
+    """callback mode: when the last completion call ended an attempt"""
+
+    completion_detail: str | None = None
+    """callback mode: the last completion call's detail"""
+
+    completion_output: JsonValue | None = None
+    """callback mode: the last completion call's output (<= 16 KiB)"""
+
+    too_fast: bool = False
+    """callback mode: it completed sooner than completion.min_duration_seconds (it still succeeded;
+    schedule.run.too_fast was emitted and the tenant alerted)
+    """
+
     last_status_code: int | None = None
     """the newest attempt's HTTP status; null without one"""
 
@@ -448,6 +529,25 @@ class RunOut(Model):
     recorded
     """
 
+    completion_deadline: str | None = None
+    """callback mode: set while the accepted attempt awaits its completion call (status
+    in_progress): no call by then is a failed attempt (completion_timeout)
+    """
+
+    completed_at: str | None = None
+    """callback mode: when the last completion call ended an attempt"""
+
+    completion_detail: str | None = None
+    """callback mode: the last completion call's detail"""
+
+    completion_output: JsonValue | None = None
+    """callback mode: the last completion call's output (<= 16 KiB)"""
+
+    too_fast: bool = False
+    """callback mode: it completed sooner than completion.min_duration_seconds (it still succeeded;
+    schedule.run.too_fast was emitted and the tenant alerted)
+    """
+
 
 class RunWithAttempts(Model):
     id: str
@@ -472,6 +572,25 @@ class RunWithAttempts(Model):
     """the schedule's version that planned the run (manual, replay, backfill: the version current
     when asked for; GET /v1/schedules/{id}/versions/{n}); null on runs from before versions were
     recorded
+    """
+
+    completion_deadline: str | None = None
+    """callback mode: set while the accepted attempt awaits its completion call (status
+    in_progress): no call by then is a failed attempt (completion_timeout)
+    """
+
+    completed_at: str | None = None
+    """callback mode: when the last completion call ended an attempt"""
+
+    completion_detail: str | None = None
+    """callback mode: the last completion call's detail"""
+
+    completion_output: JsonValue | None = None
+    """callback mode: the last completion call's output (<= 16 KiB)"""
+
+    too_fast: bool = False
+    """callback mode: it completed sooner than completion.min_duration_seconds (it still succeeded;
+    schedule.run.too_fast was emitted and the tenant alerted)
     """
 
     attempts: list[AttemptOut]
@@ -579,6 +698,7 @@ class ApplyDefinition(InputModel):
     misfire_policy: MisfirePolicy = "fire_once"
     overlap_policy: OverlapPolicy = "allow"
     breaker: BreakerIn | None = None
+    completion: CompletionIn | None = None
 
     labels: dict[str, str] | None = None
     """at most 32 pairs to filter by (`?label=k=v`, `?label=k`); a key matches
@@ -624,6 +744,7 @@ class ScheduleCreate(InputModel):
     misfire_policy: MisfirePolicy = "fire_once"
     overlap_policy: OverlapPolicy = "allow"
     breaker: BreakerIn | None = None
+    completion: CompletionIn | None = None
 
     labels: dict[str, str] | None = None
     """at most 32 pairs to filter by (`?label=k=v`, `?label=k`); a key matches
@@ -659,6 +780,7 @@ class SchedulePatch(InputModel):
     misfire_policy: MisfirePolicy | None = None
     overlap_policy: OverlapPolicy | None = None
     breaker: BreakerIn | None = None
+    completion: CompletionIn | None = None
 
     labels: dict[str, str] | None = None
     """at most 32 pairs to filter by (`?label=k=v`, `?label=k`); a key matches
@@ -714,6 +836,7 @@ class ScheduleOut(Model):
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerOut
+    completion: CompletionOut
     labels: dict[str, str]
 
     key: str | None
@@ -767,6 +890,7 @@ class ScheduleWithSecret(Model):
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerOut
+    completion: CompletionOut
     labels: dict[str, str]
 
     key: str | None

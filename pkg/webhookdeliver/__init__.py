@@ -102,6 +102,7 @@ from webhookdeliver.deliverer import (
 from webhookdeliver.headers import (
     RESERVED_HEADERS,
     build_headers,
+    completion_headers,
     is_reserved_header,
     occurrence_headers,
 )
@@ -142,6 +143,7 @@ __all__ = [
     "bound_error_message",
     "bound_excerpt",
     "build_headers",
+    "completion_headers",
     "endpoint_key",
     "forbidden_reason",
     "generate_secret",

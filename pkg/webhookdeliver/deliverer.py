@@ -74,7 +74,8 @@ class Delivery:
     attempt: int
     headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
     timeout_seconds: float = 10.0  # whole attempt incl. DNS and body; clamped to 300 s
-    context_headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
+    # Not in a repr: a scheduler run's completion token travels here (`completion_headers`).
+    context_headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS, repr=False)
     """Ours, unsigned, beside the signed set: e.g. `occurrence_headers(...)` of a scheduler run."""
 
     def __post_init__(self) -> None:

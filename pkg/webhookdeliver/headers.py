@@ -23,6 +23,8 @@ RESERVED_HEADERS: Final[frozenset[str]] = frozenset(
         "x-schedule-id",
         "x-scheduled-for",
         "x-trigger",
+        "x-run-complete-url",
+        "x-run-complete-token",
         "user-agent",
         "content-type",
         "content-length",
@@ -106,6 +108,13 @@ def occurrence_headers(
         "X-Scheduled-For": format_utc(scheduled_for),  # refuses a naive datetime
         "X-Trigger": trigger,
     }
+
+
+def completion_headers(*, url: str, token: str) -> dict[str, str]:
+    """A callback-mode delivery's completion call (DESIGN.md §7b): where to report the job's end
+    and the bearer token for that run's current attempt. Unsigned like the occurrence headers;
+    the token is a credential: never log it."""
+    return {"X-Run-Complete-Url": url, "X-Run-Complete-Token": token}
 
 
 def check_context_headers(context: Mapping[str, str]) -> None:

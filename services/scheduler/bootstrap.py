@@ -9,8 +9,9 @@ the API lifespan and the worker runtime of one process can both hold it. And ONE
 factory (`Container.uow_factory`), every transaction of the API and the workers.
 
 The workers of a process are wired here too (`build_workers`, from `WorkerOptions`): the planner,
-the dispatcher with its action performers, the outbox relay, the tenant-state consumer and the
-retention worker; `entrypoints.workers.runtime.WorkerRuntime` runs what this builds.
+the dispatcher with its action performers and the completion watchdog, the outbox relay, the
+tenant-state consumer and the retention worker; `entrypoints.workers.runtime.WorkerRuntime` runs
+what this builds.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from scheduler.adapters.secret_box import SecretBox
 from scheduler.config import DEV_VAR_DIR, SchedulerSettings
 from scheduler.domain.tenant import Entitlements
 from scheduler.service_layer import quota
+from scheduler.service_layer.completion import CompletionWatchdog
 from scheduler.service_layer.dispatch_service import (
     DispatchObserver,
     DispatchSettings,
@@ -238,6 +240,8 @@ class Workers:
     relay: OutboxRelay | None
     tenant_consumer: TenantConsumerWorker | None
     retention: RetentionWorker[RetainedTable] | None
+    completion_watchdog: CompletionWatchdog | None = None
+    """Times out callback-mode runs past their deadline (with the dispatcher)."""
 
 
 def build_workers(
@@ -265,7 +269,7 @@ def build_workers(
     dispatcher = RunDispatcher(
         uows,
         ActionRouter(
-            WebhookAction(deliverer, clock),
+            WebhookAction(deliverer, clock, settings.public_url),
             PublishingEventAction(container.publisher, clock),
         ),
         clock,
@@ -295,6 +299,11 @@ def build_workers(
         tenant_consumer=make_tenant_consumer(container) if options.tenant_consumer else None,
         retention=make_retention_worker(container, registry=registry)
         if options.retention
+        else None,
+        completion_watchdog=CompletionWatchdog(
+            uows, clock, interval_seconds=settings.completion_watchdog_interval_seconds
+        )
+        if options.dispatcher
         else None,
     )
 

@@ -195,6 +195,31 @@ class SchedulerSettings(ServiceSettings):
         "after a rotation.",
     )
 
+    # Completion callbacks (DESIGN.md §7b).
+    public_url: str = Field(
+        "http://127.0.0.1:8089",
+        min_length=1,
+        max_length=200,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="The scheduler API's address as tenants' receivers reach it (through the "
+        "gateway): a callback-mode delivery's `X-Run-Complete-Url` is "
+        "`{SCHEDULER_PUBLIC_URL}/v1/runs/{run_id}/complete`. No trailing slash needed.",
+    )
+    completion_watchdog_interval_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="How often the worker looks for runs whose completion deadline passed "
+        "(each becomes a failed attempt, `completion_timeout`, within about this much).",
+    )
+    completion_calls_per_minute: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Completion calls (`POST /v1/runs/{run_id}/complete`) one API process takes "
+        "per run id per minute; more answer 429 with Retry-After.",
+    )
+
     def encryption_keys(self) -> list[bytes]:
         """Current key first, then previous ones; raises ConfigError on a missing/bad key."""
         if self.secret_key is None:

@@ -116,3 +116,37 @@ def test_breaker_alert_links_the_console_and_quotes_the_failure() -> None:
     bare = JinjaAlertRenderer().render(data["template"], data["data"])
     assert "#/schedules" not in bare.text + bare.html
     assert "Run history: /v1/schedules/sch_0008/runs" in bare.text
+
+
+def test_too_fast_alert_renders_its_template() -> None:
+    from scheduler.domain.completion import too_fast_alert
+    from scheduler.domain.run import Run
+
+    run = Run.planned(
+        tenant_id="t1",
+        schedule_id="sch_0009",
+        scheduled_for=NOW,
+        now=NOW,
+        run_id="run_77",
+    )
+    run.completion_detail = "0 rows <exported>"
+    request = too_fast_alert(
+        run, "backup <b>", min_duration_seconds=60, duration_seconds=4.25, now=NOW
+    )
+    data = request.data
+    assert (request.topic, data["template"]) == ("notification-requests", "schedule_run_too_fast")
+    assert data["channels"] == ["email", "in_app"]
+
+    console = "https://scheduler.example.com"
+    rendered = JinjaAlertRenderer(console_url=console).render(data["template"], data["data"])
+
+    assert rendered.subject == (
+        'Schedule "backup <b>" finished a run too fast (4.2 s, expected at least 60 s)'
+    )
+    assert "completion.min_duration_seconds (60 s)" in rendered.text
+    assert f"{console}/#/schedules/sch_0009/runs/run_77" in rendered.text
+    assert "0 rows <exported>" in rendered.text
+    assert "backup &lt;b&gt;" in rendered.html
+    assert "0 rows &lt;exported&gt;" in rendered.html
+    bare = JinjaAlertRenderer().render(data["template"], data["data"])
+    assert "GET /v1/schedules/sch_0009/runs/run_77" in bare.text

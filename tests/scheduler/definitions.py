@@ -7,6 +7,7 @@ from typing import Any
 
 from scheduler.domain.definition import RunPolicies, ScheduleDefinition
 from scheduler.domain.policies import (
+    RESPONSE_COMPLETION,
     Action,
     BreakerPolicy,
     DstPolicy,
@@ -44,6 +45,7 @@ BASE = ScheduleDefinition(
         misfire_policy=MisfirePolicy.FIRE_ONCE,
         overlap_policy=OverlapPolicy.ALLOW,
         breaker=BreakerPolicy(failure_threshold=5),
+        completion=RESPONSE_COMPLETION,
     ),
 )
 

@@ -5,6 +5,9 @@
   attempt carries X-Webhook-Id = the run id and X-Event-Type = schedule.triggered, and the
   occurrence's context: X-Schedule-Id, X-Scheduled-For (scheduled_for: the occurrence, or the
   instant a manual or replay run was requested) and X-Trigger (the run's trigger).
+- Callback mode (DESIGN.md §7b): the attempt also carries X-Run-Complete-Url
+  (`{public_url}/v1/runs/{run_id}/complete`) and X-Run-Complete-Token (that attempt's token);
+  both are reserved names, so no tenant header can replace them.
 - `ActionRouter` picks the performer by the schedule's action: the webhook one, or the event
   one (service_layer/event_action.PublishingEventAction: publish `schedule.triggered`, succeed
   on the bus's acknowledgement).
@@ -20,7 +23,14 @@ from scheduler.domain.policies import Action
 from scheduler.domain.run import AttemptOutcome, Run
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
 from servicekit.data.json_encoding import compact_json
-from webhookdeliver import AttemptRecord, Deliverer, Delivery, endpoint_key, occurrence_headers
+from webhookdeliver import (
+    AttemptRecord,
+    Deliverer,
+    Delivery,
+    completion_headers,
+    endpoint_key,
+    occurrence_headers,
+)
 
 Clock = Callable[[], datetime]
 
@@ -33,17 +43,35 @@ def payload_bytes(run: Run) -> bytes:
     return compact_json(run.payload)
 
 
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8089"
+
+
+def completion_url(public_url: str, run_id: str) -> str:
+    """Where a callback-mode run's receiver reports the job's end."""
+    return f"{public_url.rstrip('/')}/v1/runs/{run_id}/complete"
+
+
 class WebhookAction:
-    def __init__(self, deliverer: Deliverer, clock: Clock = _utc_now) -> None:
+    def __init__(
+        self, deliverer: Deliverer, clock: Clock = _utc_now, public_url: str = DEFAULT_PUBLIC_URL
+    ) -> None:
         self.deliverer = deliverer
         self.clock = clock
+        self.public_url = public_url
 
     def concurrency_key(self, spec: DeliverySpec) -> str:
         if spec.target is None:
             return f"schedule:{spec.schedule_id}"
         return endpoint_key(spec.target.url)
 
-    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
+    async def perform(
+        self,
+        run: Run,
+        spec: DeliverySpec,
+        attempt_number: int,
+        *,
+        completion_token: str | None = None,
+    ) -> ActionResult:
         if spec.target is None:
             return ActionResult(
                 AttemptOutcome(
@@ -64,11 +92,7 @@ class WebhookAction:
                 attempt=attempt_number,
                 headers=spec.target.headers,
                 timeout_seconds=float(spec.target.timeout_seconds),
-                context_headers=occurrence_headers(
-                    schedule_id=run.schedule_id,
-                    scheduled_for=run.scheduled_for,
-                    trigger=run.trigger.value,
-                ),
+                context_headers=self._context(run, completion_token),
             )
         )
         # The attempt record shared with notification: it applies the text bounds, once.
@@ -87,6 +111,17 @@ class WebhookAction:
             )
         )
 
+    def _context(self, run: Run, completion_token: str | None) -> dict[str, str]:
+        headers = occurrence_headers(
+            schedule_id=run.schedule_id,
+            scheduled_for=run.scheduled_for,
+            trigger=run.trigger.value,
+        )
+        if completion_token is not None:
+            url = completion_url(self.public_url, run.id)
+            headers.update(completion_headers(url=url, token=completion_token))
+        return headers
+
 
 class ActionRouter:
     def __init__(self, webhook: ActionPerformer, event: ActionPerformer) -> None:
@@ -99,5 +134,15 @@ class ActionRouter:
     def concurrency_key(self, spec: DeliverySpec) -> str:
         return self._for(spec).concurrency_key(spec)
 
-    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
-        return await self._for(spec).perform(run, spec, attempt_number)
+    async def perform(
+        self,
+        run: Run,
+        spec: DeliverySpec,
+        attempt_number: int,
+        *,
+        completion_token: str | None = None,
+    ) -> ActionResult:
+        performer = self._for(spec)
+        if completion_token is None:
+            return await performer.perform(run, spec, attempt_number)
+        return await performer.perform(run, spec, attempt_number, completion_token=completion_token)

@@ -16,6 +16,8 @@ TEMPLATE_AUTO_PAUSED = "schedule_auto_paused"
 """The breaker paused a schedule."""
 TEMPLATE_QUOTA_PAUSED = "schedule_quota_paused"
 """A downgrade of the tenant's limits paused schedules."""
+TEMPLATE_RUN_TOO_FAST = "schedule_run_too_fast"
+"""A callback-mode run completed sooner than its schedule's min_duration_seconds."""
 
 
 def alert_request(

@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.domain.policies import (
     Action,
     BreakerPolicy,
+    CompletionPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -52,6 +53,8 @@ class RunPolicies:
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerPolicy
+    completion: CompletionPolicy
+    """What ends a webhook run: its 2xx, or a completion call (callback mode)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class ScheduleDefinition:
         policies = self.policies
         out += [(f"retry_policy.{n}", r) for n, r in policies.retry_policy.problems()]
         out += [(f"breaker.{n}", r) for n, r in policies.breaker.problems()]
+        out += [(f"completion.{n}", r) for n, r in policies.completion.problems()]
+        if policies.completion.is_callback and self.action is not Action.WEBHOOK:
+            out.append(("completion.mode", "'callback' needs action 'webhook'"))
         return out
 
 

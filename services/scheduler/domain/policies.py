@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class MisfirePolicy(StrEnum):
@@ -122,3 +123,62 @@ class BreakerPolicy:
         if not lo <= self.failure_threshold <= hi:
             return [("failure_threshold", f"must be between {lo} and {hi}")]
         return []
+
+
+class CompletionMode(StrEnum):
+    """What ends a webhook run (DESIGN.md §7b "Completion")."""
+
+    RESPONSE = "response"
+    """A 2xx answer ends the run (the default)."""
+    CALLBACK = "callback"
+    """A 2xx means accepted: the run awaits `POST /v1/runs/{id}/complete` until a deadline."""
+
+
+# How long a receiver may work after accepting: a minute (shorter is what `response` is for) to
+# a day (a run's evidence must not wait for weeks; retries add their own time on top).
+COMPLETION_TIMEOUT_RANGE = (60, 86_400)
+
+
+@dataclass(frozen=True)
+class CompletionPolicy:
+    """Part of a schedule's run policies. `timeout_seconds` is set exactly in callback mode;
+    `min_duration_seconds` (callback mode only) flags a completion sooner than it `too_fast`."""
+
+    mode: CompletionMode
+    timeout_seconds: int | None = None
+    min_duration_seconds: int | None = None
+
+    @property
+    def is_callback(self) -> bool:
+        return self.mode is CompletionMode.CALLBACK
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, reason) for every rule this policy breaks; empty when valid."""
+        lo, hi = COMPLETION_TIMEOUT_RANGE
+        if not self.is_callback:
+            return [
+                (name, "is only allowed with mode 'callback'")
+                for name in ("timeout_seconds", "min_duration_seconds")
+                if getattr(self, name) is not None
+            ]
+        if self.timeout_seconds is None or not lo <= self.timeout_seconds <= hi:
+            return [("timeout_seconds", f"must be between {lo} and {hi} with mode 'callback'")]
+        least = self.min_duration_seconds
+        if least is not None and not 0 <= least < self.timeout_seconds:
+            return [("min_duration_seconds", "must be at least 0 and below timeout_seconds")]
+        return []
+
+
+RESPONSE_COMPLETION = CompletionPolicy(CompletionMode.RESPONSE)
+"""The default: a 2xx ends the run."""
+
+
+def completion_json(c: CompletionPolicy) -> dict[str, Any]:
+    """The completion policy as the API shows it and the table stores it: `{"mode"}` plus the
+    numbers it sets."""
+    out: dict[str, Any] = {"mode": c.mode.value}
+    if c.timeout_seconds is not None:
+        out["timeout_seconds"] = c.timeout_seconds
+    if c.min_duration_seconds is not None:
+        out["min_duration_seconds"] = c.min_duration_seconds
+    return out

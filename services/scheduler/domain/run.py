@@ -12,6 +12,10 @@ State machine (anything else raises `IllegalTransition`):
     in_progress --fail_lost    -> failed (its lease expired the maximum number of times, or
                                the lost attempt used up the retry policy's max_attempts)
     in_progress --record_attempt -> succeeded | retrying | failed (failed = dead letter)
+    in_progress --record_attempt(ok, await_until) -> in_progress, awaiting its completion call
+                               (callback mode: no lease, `completion_deadline` set)
+    awaiting  --complete(succeeded)          -> succeeded
+    awaiting  --complete(failed) | time_out  -> retrying | failed
     in_progress --release      -> pending (no attempt yet) | retrying (due now)
     pending | retrying | in_progress(owner) --skip -> skipped
     succeeded, failed, skipped: terminal.
@@ -37,6 +41,21 @@ goes out with the next `X-Attempt` and the attempt log shows what the receiver m
 A lost attempt counts toward `max_attempts` like any other: when it was the last one the run
 fails `worker_lost` at the take-over (`fail_lost`) instead of being attempted once more.
 
+Awaiting a completion (DESIGN.md §7b "Completion"): in callback mode a 2xx only says the
+receiver accepted the job. The run stays `in_progress` (unfinished for the overlap policies: a
+buffer_one successor waits for it) but holds no lease and no dispatcher slot for hours: its
+`lease_owner` and `lease_expires_at` are None, so the claim never takes it (a lease "expires"
+only when it has an end), and `completion_deadline` says until when it waits. Before each
+callback-mode attempt the worker issues a token for THAT attempt (`issue_completion_token`,
+stored as its SHA-256): a retry's delivery carries a new one and the older token stops working,
+so a late call about an attempt already given up on cannot settle its successor. The completion
+call (`complete`) or the watchdog (`time_out`) ends the awaiting: success finishes the run; a
+failure (or the deadline) is a failed attempt, retried by the retry policy unless `final`.
+`completion_status` remembers how the token's attempt ended, so the same call again is a
+harmless replay (`CompletionVerdict.REPLAYED`) and a different one a conflict. Each end updates
+the attempt's row (`attempt_updates`): when, the caller's detail and output, and for a failure
+its error kind (`completion_failed`, `completion_timeout`).
+
 Events: a run that reaches a terminal status records one event in `events`:
 `schedule.run.succeeded`, `schedule.run.failed` or `schedule.run.skipped` (with its reason);
 attempts made by a transition go to `new_attempts`. The unit of work writes both (outbox,
@@ -59,6 +78,14 @@ from servicekit.data.timestamps import format_utc
 RUN_SUCCEEDED = "schedule.run.succeeded"
 RUN_FAILED = "schedule.run.failed"
 RUN_SKIPPED = "schedule.run.skipped"
+RUN_TOO_FAST = "schedule.run.too_fast"
+"""A callback-mode run completed sooner than its schedule's `min_duration_seconds`."""
+COMPLETION_FAILED_KIND = "completion_failed"
+"""The error kind of an accepted attempt whose completion call said `failed`."""
+COMPLETION_TIMEOUT_KIND = "completion_timeout"
+"""The error kind of an accepted attempt with no completion call by its deadline."""
+MAX_COMPLETION_DETAIL_CHARS = 1000
+MAX_COMPLETION_OUTPUT_BYTES = 16_384
 
 
 class RunStatus(StrEnum):
@@ -108,6 +135,59 @@ class SkipReason(StrEnum):
     """A planned run came due after its schedule was paused (pausing means "no intent")."""
     SCHEDULE_DELETED = "schedule_deleted"
     """The run came due after its schedule was deleted."""
+
+
+class CompletionStatus(StrEnum):
+    """How an accepted attempt's awaiting ended."""
+
+    SUCCEEDED = "succeeded"
+    """The completion call said the job succeeded."""
+    FAILED = "failed"
+    """The completion call said the job failed."""
+    TIMED_OUT = "timed_out"
+    """No completion call came by the deadline."""
+
+
+class CompletionVerdict(StrEnum):
+    """What a completion call did to the run (`Run.complete`)."""
+
+    APPLIED = "applied"
+    """It ended the awaiting."""
+    REPLAYED = "replayed"
+    """The same status as the call that already ended this attempt: nothing changes."""
+    CONFLICT = "conflict"
+    """The attempt already ended otherwise (another status, or its deadline passed)."""
+    EARLY = "early"
+    """The attempt's acceptance is not written yet (the call raced the worker's write)."""
+
+
+@dataclass(frozen=True)
+class CompletionReport:
+    """A completion call's body, validated at the edge (detail and output bounded there)."""
+
+    status: CompletionStatus
+    detail: str | None = None
+    output: Any = None
+    final: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status is CompletionStatus.TIMED_OUT:
+            raise ValueError("a completion call says succeeded or failed")
+        if self.detail is not None and len(self.detail) > MAX_COMPLETION_DETAIL_CHARS:
+            raise ValueError(f"detail is longer than {MAX_COMPLETION_DETAIL_CHARS} characters")
+
+
+@dataclass(frozen=True)
+class AttemptCompletion:
+    """What the end of an awaiting writes on its attempt's row."""
+
+    run_id: str
+    number: int
+    completed_at: datetime
+    detail: str | None
+    output: Any
+    error_kind: str | None
+    error_message: str | None
 
 
 class RunError(Exception):
@@ -179,6 +259,10 @@ class Attempt:
     error_kind: str | None
     error_message: str | None
     response_excerpt: str | None
+    completed_at: datetime | None = None
+    """Callback mode: when its awaiting ended (the completion call, or the deadline)."""
+    completion_detail: str | None = None
+    completion_output: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +310,23 @@ class Run:
     schedule_version: int | None = None
     """The schedule's version that planned it (manual, replay, backfill: current when asked
     for); None on runs from before versions."""
+    completion_deadline: datetime | None = None
+    """Set while an accepted attempt awaits its completion call (callback mode)."""
+    completion_attempt: int | None = None
+    """The attempt the current completion token was issued for."""
+    completion_token_hash: str | None = field(default=None, repr=False)
+    """SHA-256 (hex) of that token; the token itself is never stored."""
+    completion_status: CompletionStatus | None = None
+    """How `completion_attempt`'s awaiting ended (None: not ended, or never accepted)."""
+    completed_at: datetime | None = None
+    """When the last completion call (or the deadline) ended an awaiting."""
+    completion_detail: str | None = None
+    completion_output: Any = None
+    too_fast: bool = False
+    """It completed sooner than the schedule's min_duration_seconds (it still succeeded)."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
+    attempt_updates: list[AttemptCompletion] = field(default_factory=list)
 
     # ---- creation -------------------------------------------------------------------------
 
@@ -307,6 +406,15 @@ class Run:
     def holds_lease(self, owner: str) -> bool:
         return self.status is RunStatus.IN_PROGRESS and self.lease_owner == owner
 
+    @property
+    def awaiting(self) -> bool:
+        """An accepted attempt awaits its completion call (in_progress without a lease)."""
+        return (
+            self.status is RunStatus.IN_PROGRESS
+            and self.lease_owner is None
+            and self.completion_deadline is not None
+        )
+
     # ---- transitions ----------------------------------------------------------------------
 
     def release(self, owner: str, now: datetime) -> None:
@@ -342,10 +450,14 @@ class Run:
         now: datetime,
         next_delay_seconds: float | None,
         facts: ClaimFacts = NO_FACTS,
+        *,
+        await_until: datetime | None = None,
     ) -> Attempt:
         """Record one attempt made under `owner`'s lease and move the run:
-        ok -> succeeded; not ok and retryable with a delay -> retrying at `now + delay`;
-        otherwise (not retryable, or `next_delay_seconds` None = backoff exhausted) -> failed.
+        ok -> succeeded (with `await_until`, callback mode: in_progress awaiting its completion
+        call until then, lease dropped); not ok and retryable with a delay -> retrying at
+        `now + delay`; otherwise (not retryable, or `next_delay_seconds` None = backoff
+        exhausted) -> failed.
 
         The caller computes the delay from the schedule's retry policy (attempt count, elapsed
         time since scheduled_for, Retry-After) and passes None when exhausted; `facts` are its
@@ -368,7 +480,10 @@ class Run:
         )
         self.new_attempts.append(attempt)
         self._drop_lease()
-        if outcome.ok:
+        if outcome.ok and await_until is not None:
+            _aware("await_until", await_until)
+            self.completion_deadline = await_until
+        elif outcome.ok:
             self._finish(RunStatus.SUCCEEDED, now)
             code = {"status_code": outcome.status_code}
             self._record_event(RUN_SUCCEEDED, now, code, facts, outcome.duration_ms)
@@ -385,6 +500,125 @@ class Run:
             error = {"last_error": last_error}
             self._record_event(RUN_FAILED, now, error, facts, outcome.duration_ms)
         return attempt
+
+    def issue_completion_token(self, owner: str, token_hash: str) -> None:
+        """Before a callback-mode attempt: the token its delivery carries is for this attempt
+        (the next number) alone; an earlier attempt's token stops working."""
+        self._require_lease(owner)
+        self.completion_attempt = self.attempt_count + 1
+        self.completion_token_hash = token_hash
+        self.completion_status = None
+
+    def complete(
+        self,
+        report: CompletionReport,
+        now: datetime,
+        *,
+        attempt_started_at: datetime,
+        next_delay_seconds: float | None,
+        min_duration_seconds: int | None = None,
+        facts: ClaimFacts = NO_FACTS,
+    ) -> CompletionVerdict:
+        """A completion call for the current token's attempt (the caller checked the token).
+        Awaiting: succeeded finishes the run (`too_fast` when sooner than
+        `min_duration_seconds` after `attempt_started_at`); failed is a failed attempt,
+        retrying after `next_delay_seconds` unless `report.final` or None (exhausted).
+        Otherwise nothing changes and the verdict says why."""
+        _aware("now", now)
+        if not self.awaiting:
+            return self._verdict_when_not_awaiting(report)
+        elapsed = (now - attempt_started_at).total_seconds()
+        if report.status is CompletionStatus.SUCCEEDED:
+            self._end_awaiting(CompletionStatus.SUCCEEDED, now, report.detail, report.output)
+            self._finish(RunStatus.SUCCEEDED, now)
+            self.too_fast = min_duration_seconds is not None and elapsed < min_duration_seconds
+            completion = self._completion_data()
+            data = {"status_code": None, "completion": completion, "too_fast": self.too_fast}
+            self._record_event(RUN_SUCCEEDED, now, data, facts)
+            if self.too_fast:
+                extra = {"min_duration_seconds": min_duration_seconds, "duration_seconds": elapsed}
+                self._record_event(RUN_TOO_FAST, now, extra, facts)
+            return CompletionVerdict.APPLIED
+        message = report.detail or "the completion call said the job failed"
+        delay = None if report.final else next_delay_seconds
+        self._end_awaiting(
+            CompletionStatus.FAILED,
+            now,
+            report.detail,
+            report.output,
+            error=(COMPLETION_FAILED_KIND, message[:500]),
+        )
+        self._retry_or_fail(now, delay, COMPLETION_FAILED_KIND, message[:500], facts)
+        return CompletionVerdict.APPLIED
+
+    def time_out(
+        self, now: datetime, next_delay_seconds: float | None, facts: ClaimFacts = NO_FACTS
+    ) -> bool:
+        """The watchdog: an awaiting run past its deadline has a failed attempt
+        (`completion_timeout`), retried like any other. False (nothing changes) when it is not
+        awaiting or its deadline is still ahead."""
+        _aware("now", now)
+        if not self.awaiting or self.completion_deadline is None or now < self.completion_deadline:
+            return False
+        message = f"no completion call by the deadline {format_utc(self.completion_deadline)}"
+        error = (COMPLETION_TIMEOUT_KIND, message)
+        self._end_awaiting(CompletionStatus.TIMED_OUT, now, None, None, error=error)
+        self._retry_or_fail(now, next_delay_seconds, COMPLETION_TIMEOUT_KIND, message, facts)
+        return True
+
+    def _verdict_when_not_awaiting(self, report: CompletionReport) -> CompletionVerdict:
+        if self.completion_status is not None and self.completion_status == report.status:
+            return CompletionVerdict.REPLAYED
+        early = (
+            self.status is RunStatus.IN_PROGRESS
+            and self.lease_owner is not None
+            and self.completion_status is None
+            and self.completion_attempt == self.attempt_count + 1
+        )
+        return CompletionVerdict.EARLY if early else CompletionVerdict.CONFLICT
+
+    def _end_awaiting(
+        self,
+        status: CompletionStatus,
+        now: datetime,
+        detail: str | None,
+        output: Any,
+        *,
+        error: tuple[str, str] | None = None,
+    ) -> None:
+        assert self.completion_attempt is not None
+        self.completion_deadline = None
+        self.completion_status = status
+        self.completed_at = now
+        self.completion_detail = detail
+        self.completion_output = output
+        kind, message = (None, None) if error is None else error
+        self.attempt_updates.append(
+            AttemptCompletion(self.id, self.completion_attempt, now, detail, output, kind, message)
+        )
+
+    def _retry_or_fail(
+        self, now: datetime, delay: float | None, kind: str, message: str, facts: ClaimFacts
+    ) -> None:
+        if delay is not None:
+            if not delay >= 0:
+                raise ValueError("next_delay_seconds must be >= 0 or None")
+            self.status = RunStatus.RETRYING
+            self.next_attempt_at = now + timedelta(seconds=delay)
+            return
+        self._finish(RunStatus.FAILED, now)
+        last_error = {"kind": kind, "message": message, "status_code": None}
+        data = {"last_error": last_error, "completion": self._completion_data()}
+        self._record_event(RUN_FAILED, now, data, facts)
+
+    def _completion_data(self) -> dict[str, Any]:
+        """What a terminal event says of the completion that ended the run (no output: events
+        stay small; the run shows it)."""
+        return {
+            "status": None if self.completion_status is None else str(self.completion_status),
+            "detail": self.completion_detail,
+            "completed_at": None if self.completed_at is None else format_utc(self.completed_at),
+        }
 
     def fail_lost(
         self,

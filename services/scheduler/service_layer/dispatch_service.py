@@ -37,7 +37,9 @@ from scheduler.domain.claiming import (
 )
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.planning import DEFAULT_MISFIRE_GRACE
+from scheduler.domain.policies import Action
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES, AttemptOutcome, Run, Trigger
+from scheduler.service_layer.completion_tokens import issue_completion_token
 from scheduler.service_layer.run_log import RunLog
 from scheduler.service_layer.run_ports import (
     ActionPerformer,
@@ -316,24 +318,36 @@ class RunDispatcher:
         """One attempt of a run the claim decided to attempt (runs inside its slots)."""
         run, spec = claimed.run, claimed.spec
         assert spec is not None
-        outcome, extra = await self._perform(run, spec)
+        token = None
+        if spec.completion.is_callback and spec.action is Action.WEBHOOK:
+            token = await issue_completion_token(self.leases.uows, run, owner)
+            if token is None:  # the lease is lost: deliver nothing, the settle drops this
+                return Completion.of(run, owner)
+        outcome, extra = await self._perform(run, spec, token)
         now = self.clock()
         delay = retry_delay(run, spec, outcome, now, self.rng)
-        run.record_attempt(owner, outcome, now, delay, claimed.facts)
+        await_until = _completion_deadline(spec, now) if token is not None else None
+        run.record_attempt(owner, outcome, now, delay, claimed.facts, await_until=await_until)
         self.observer.attempt(_outcome_label(outcome))
         return Completion.of(
             run, owner, extra, wakes_waiting=claimed.wakes_waiting, schedule_name=spec.name
         )
 
     async def _perform(
-        self, run: Run, spec: DeliverySpec
+        self, run: Run, spec: DeliverySpec, completion_token: str | None = None
     ) -> tuple[AttemptOutcome, tuple[DomainEvent, ...]]:
         start = self.clock()
         if run.attempt_count == 0 and run.trigger is Trigger.SCHEDULE:
             # From due_at: a jittered run is not late for starting after its occurrence.
             self.observer.first_attempt_lag((start - run.due).total_seconds())
         try:
-            result = await self.performer.perform(run, spec, run.attempt_count + 1)
+            number = run.attempt_count + 1
+            if completion_token is None:
+                result = await self.performer.perform(run, spec, number)
+            else:
+                result = await self.performer.perform(
+                    run, spec, number, completion_token=completion_token
+                )
         except Exception as exc:  # a bug in a performer must not lose the run
             log.exception("action performer failed for run %s", run.id)
             outcome = AttemptOutcome(
@@ -346,6 +360,12 @@ class RunDispatcher:
             )
             return outcome, ()
         return result.outcome, tuple(result.events)
+
+
+def _completion_deadline(spec: DeliverySpec, accepted_at: datetime) -> datetime:
+    """Callback mode: an accepted attempt awaits its completion call until then."""
+    assert spec.completion.timeout_seconds is not None
+    return accepted_at + timedelta(seconds=spec.completion.timeout_seconds)
 
 
 def _endpoint_of(spec: DeliverySpec) -> str | None:

@@ -160,7 +160,14 @@ class PublishingEventAction:
         # Every event run shares the bus: one limit for all of them.
         return "event"
 
-    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult:
+    async def perform(
+        self,
+        run: Run,
+        spec: DeliverySpec,
+        attempt_number: int,
+        *,
+        completion_token: str | None = None,  # webhooks only: an event has no receiver to call
+    ) -> ActionResult:
         outcome = await perform_event_action(
             self.publisher,
             run_id=run.id,

@@ -35,7 +35,14 @@ from typing import Literal, Protocol
 
 from scheduler.domain.definition import ScheduleDefinition, Target
 from scheduler.domain.events import DomainEvent
-from scheduler.domain.policies import Action, MisfirePolicy, OverlapPolicy, RetryPolicy
+from scheduler.domain.policies import (
+    RESPONSE_COMPLETION,
+    Action,
+    CompletionPolicy,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+)
 from scheduler.domain.run import Attempt, AttemptOutcome, Run, RunStatus, Trigger
 from scheduler.domain.tenant import DEFAULT_ENTITLEMENTS, Entitlements
 
@@ -80,6 +87,8 @@ class DeliverySpec:
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     next_run_at: datetime | None = None
     """The schedule's first occurrence not yet planned (the claim's misfire rule reads it)."""
+    completion: CompletionPolicy = RESPONSE_COMPLETION
+    """What ends its runs: the 2xx, or a completion call (callback mode)."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +269,31 @@ class RunRepository(Protocol):
         """The stored attempts' durations summed per run (runs without attempts are absent)."""
         ...
 
+    # ---- completion callbacks (domain/run.py "Awaiting a completion") --------------------
+    async def store_completion_token(self, run: Run, owner: str) -> bool:
+        """Write the run's `completion_attempt` and `completion_token_hash` (and clear
+        `completion_status`) while it is in_progress under `owner`; False: the lease is lost."""
+        ...
+
+    async def mark_awaiting(self, awaiting: Sequence[Run]) -> None:
+        """Store the `completion_deadline` of runs this transaction's settle wrote awaiting."""
+        ...
+
+    async def lock_for_completion(self, run_id: str) -> Run | None:
+        """The run by id alone (the caller proves the token), with its completion fields,
+        locked until commit (a concurrent watchdog's write is waited for, then re-read)."""
+        ...
+
+    async def lock_overdue_awaiting(self, now: datetime, limit: int) -> list[Run]:
+        """Up to `limit` runs awaiting a completion whose deadline is <= now, oldest deadline
+        first, locked until commit; rows another transaction holds are skipped."""
+        ...
+
+    async def write_completion_ends(self, ended: Sequence[Run]) -> None:
+        """Store the runs an end of awaiting moved (`Run.complete`, `Run.time_out`; locked by
+        this transaction) and their `attempt_updates`. Events are the caller's (add_event)."""
+        ...
+
     # ---- API -----------------------------------------------------------------------------
     async def get_run(self, tenant_id: str, schedule_id: str, run_id: str) -> Run | None: ...
 
@@ -374,7 +408,17 @@ class ActionResult:
 class ActionPerformer(Protocol):
     """Performs one attempt of a run's action. Never raises for delivery failures."""
 
-    async def perform(self, run: Run, spec: DeliverySpec, attempt_number: int) -> ActionResult: ...
+    async def perform(
+        self,
+        run: Run,
+        spec: DeliverySpec,
+        attempt_number: int,
+        *,
+        completion_token: str | None = None,
+    ) -> ActionResult:
+        """`completion_token`: callback mode, the attempt's token (the webhook sends it with
+        the run's completion URL; the dispatcher passes it only then)."""
+        ...
 
     def concurrency_key(self, spec: DeliverySpec) -> str:
         """Runs with the same key share a per-key limit (webhook: the target's host:port)."""

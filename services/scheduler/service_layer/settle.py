@@ -7,7 +7,8 @@ attempt rows, its events (outbox); on PostgreSQL one statement for all of them, 
 breaker's all-succeeded reset. Then the breaker for schedules with a failed run in the group
 (service_layer/breaker.py), in the same transaction as the runs that moved it; and the waiting
 run of a buffer_one schedule whose run finished is made due now (`wake_waiting`), and so is a
-run parked to wait in this group whose predecessor is no longer unfinished.
+run parked to wait in this group whose predecessor is no longer unfinished. A callback-mode run
+accepted in this group gets its completion deadline (`mark_awaiting`) in the same transaction.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.breaker import apply_breaker
 from scheduler.service_layer.run_ports import Completion
-from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 __all__ = ["Completion", "SettleReport", "settle_completions"]
 
@@ -44,6 +45,7 @@ async def settle_completions(
     async with uows(Actor.system(Source.BREAKER)) as uow:
         owned = await uow.runs.settle_leased(completions)
         kept = [c for c in completions if c.run.id in owned]
+        await _mark_awaiting(uow, kept)
         lost = [c.run.id for c in completions if c.run.id not in owned]
         failing = {c.run.schedule_id for c in kept if c.run.status is RunStatus.FAILED}
         finished = [c for c in kept if c.run.schedule_id in failing and c.run.status in _FINISHED]
@@ -64,6 +66,14 @@ async def settle_completions(
             await uow.runs.wake_waiting(freed, now)
         await uow.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)
+
+
+async def _mark_awaiting(uow: UnitOfWork, kept: Sequence[Completion]) -> None:
+    """Callback mode: the accepted runs' completion deadlines, with the write that accepted
+    them (domain/run.py "Awaiting a completion")."""
+    awaiting = [c.run for c in kept if c.run.awaiting]
+    if awaiting:
+        await uow.runs.mark_awaiting(awaiting)
 
 
 def _parked(run: Run, now: datetime) -> bool:

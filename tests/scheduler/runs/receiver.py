@@ -1,6 +1,7 @@
 """A real webhook receiver on loopback (aiohttp.web) whose behaviour is chosen per path:
 
     /ok            200
+    /accept        202 (a callback-mode receiver accepting the job)
     /flaky/N       500 for the first N attempts of each X-Webhook-Id, then 200
     /fail          500 always
     /hang          never answers (until the client times out)
@@ -67,6 +68,8 @@ class Receiver:
         arg = parts[1] if len(parts) > 1 else "0"
         if kind == "ok":
             return web.Response(text="ok")
+        if kind == "accept":
+            return web.Response(status=202, text="accepted")
         if kind == "flaky":
             return web.Response(status=500, text="nope") if n <= int(arg) else web.Response()
         if kind == "fail":

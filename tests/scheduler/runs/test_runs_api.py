@@ -42,6 +42,11 @@ async def test_trigger_then_history_then_detail_then_replay(
         "finished_at",
         "replay_of",
         "schedule_version",
+        "completion_deadline",
+        "completed_at",
+        "completion_detail",
+        "completion_output",
+        "too_fast",
     }
     assert (run["trigger"], run["status"], run["attempt_count"]) == ("manual", "pending", 0)
     assert datetime.fromisoformat(run["scheduled_for"]) == mclock()  # RFC 3339, explicit UTC

@@ -64,6 +64,7 @@ BODY: dict[str, Any] = {
     "misfire_policy": "skip",
     "overlap_policy": "buffer_one",
     "breaker": {"failure_threshold": 11},
+    "completion": {"mode": "callback", "timeout_seconds": 900, "min_duration_seconds": 30},
     "labels": {"team": "billing", "example.com/tier": "gold-1"},
 }
 MINIMAL: dict[str, Any] = {"name": "n", "cron": "* * * * *", "timezone": "UTC"}

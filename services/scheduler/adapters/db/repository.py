@@ -29,13 +29,17 @@ from scheduler.domain.definition import (
     Target,
 )
 from scheduler.domain.policies import (
+    RESPONSE_COMPLETION,
     Action,
     BreakerPolicy,
+    CompletionMode,
+    CompletionPolicy,
     DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
     ScheduleState,
+    completion_json,
 )
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.timing import Timing
@@ -113,8 +117,20 @@ def definition_to_row(d: ScheduleDefinition) -> dict[str, Any]:
         "misfire_policy": p.misfire_policy.value,
         "overlap_policy": p.overlap_policy.value,
         "breaker": _flat_fields(p.breaker),
+        "completion": completion_json(p.completion),
         "labels": dict(d.labels),
     }
+
+
+def completion_from_json(stored: Mapping[str, Any] | None) -> CompletionPolicy:
+    """`completion_json` reversed; None (rows from before completion callbacks): response."""
+    if stored is None:
+        return RESPONSE_COMPLETION
+    return CompletionPolicy(
+        CompletionMode(stored["mode"]),
+        stored.get("timeout_seconds"),
+        stored.get("min_duration_seconds"),
+    )
 
 
 def _flat_fields(value: Any) -> dict[str, Any]:
@@ -155,7 +171,11 @@ def definition_from_row(m: Mapping[Any, Any]) -> ScheduleDefinition:
             jitter_seconds=m["jitter_seconds"],
         ),
         policies=_policies(
-            m["retry_policy"], m["misfire_policy"], m["overlap_policy"], m["breaker"]
+            m["retry_policy"],
+            m["misfire_policy"],
+            m["overlap_policy"],
+            m["breaker"],
+            m.get("completion"),
         ),
         labels=m["labels"],
     )
@@ -168,9 +188,14 @@ _POLICIES_KEPT = 1024
 
 
 def _policies(
-    retry: Mapping[str, Any], misfire: str, overlap: str, breaker: Mapping[str, Any]
+    retry: Mapping[str, Any],
+    misfire: str,
+    overlap: str,
+    breaker: Mapping[str, Any],
+    completion: Mapping[str, Any] | None,
 ) -> RunPolicies:
-    key = (*retry.items(), misfire, overlap, *breaker.items())
+    done = () if completion is None else tuple(completion.items())
+    key = (*retry.items(), misfire, overlap, *breaker.items(), done)
     found = _POLICIES.get(key)
     if found is None:
         found = RunPolicies(
@@ -178,6 +203,7 @@ def _policies(
             misfire_policy=_MISFIRE[misfire],
             overlap_policy=_OVERLAP[overlap],
             breaker=BreakerPolicy(**breaker),
+            completion=completion_from_json(completion),
         )
         if len(_POLICIES) >= _POLICIES_KEPT:
             _POLICIES.clear()

@@ -82,6 +82,8 @@ schedules = sa.Table(
     # Labels and key (migration 0013, DESIGN.md §7b).
     sa.Column("labels", LabelsJSON, nullable=False, server_default="{}"),
     sa.Column("key", sa.String(128), nullable=True),
+    # Completion policy (migration 0015, DESIGN.md §7b); null on older rows: response mode.
+    sa.Column("completion", JSONText(), nullable=True),
 )
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
 partial_index("ix_schedules_due", schedules.c.next_run_at, where=ACTIVE_LIVE_SQL)
@@ -210,6 +212,17 @@ runs = sa.Table(
     # The schedule's version that planned (or, for manual, replay and backfill runs, was current
     # when asked for) this run (migration 0014); null on older rows.
     sa.Column("schedule_version", sa.Integer(), nullable=True),
+    # Completion callbacks (migration 0015, domain/run.py "Awaiting a completion"): the
+    # deadline while awaiting (cleared when it ends), the token's attempt and SHA-256, how that
+    # attempt's awaiting ended, and the last completion call's time, detail and output.
+    sa.Column("completion_deadline", UTCDateTime(), nullable=True),
+    sa.Column("completion_attempt", sa.Integer(), nullable=True),
+    sa.Column("completion_token_hash", sa.String(64), nullable=True),
+    sa.Column("completion_status", sa.String(16), nullable=True),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Column("completion_detail", sa.Text(), nullable=True),
+    sa.Column("completion_output", JSONText(), nullable=True),
+    sa.Column("too_fast", sa.Boolean(), nullable=False, server_default=sa.false()),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )
@@ -238,6 +251,9 @@ partial_index(
 )
 partial_index("ix_runs_backfill_due", runs.c.next_attempt_at, where=BACKFILL_DUE_SQL)
 partial_index("ix_runs_lease", runs.c.lease_expires_at, where=LEASED_SQL)
+# The completion watchdog's probe: only runs awaiting a completion call (migration 0015).
+AWAITING_SQL = "completion_deadline IS NOT NULL"
+partial_index("ix_runs_completion_deadline", runs.c.completion_deadline, where=AWAITING_SQL)
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
 partial_index(
     "ix_runs_schedule_unfinished",
@@ -273,6 +289,10 @@ delivery_attempts = sa.Table(
     sa.Column("error_message", sa.String(500), nullable=True),
     # <= 1 KiB of UTF-8 (webhookdeliver's bound); never holds our secret: it is the receiver's text.
     sa.Column("response_excerpt", sa.Text(), nullable=True),
+    # Callback mode (migration 0015): when the awaiting ended, the call's detail and output.
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Column("completion_detail", sa.Text(), nullable=True),
+    sa.Column("completion_output", JSONText(), nullable=True),
 )
 
 # ---- the ledger's periodic check (migration 0017, adapters/db/ledger.py) --------------------

@@ -13,6 +13,7 @@ from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, default_entitlements, rotation_grace
 from scheduler.entrypoints.api import apply, health, ledger, schedules, versions
+from scheduler.entrypoints.api.completion import install_completion
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
@@ -41,7 +42,11 @@ OPENAPI_TAGS = [
         "name": "schedules",
         "description": "Schedule definitions and state, their secrets and planned occurrences.",
     },
-    {"name": "runs", "description": "Runs of a schedule: trigger, history, replay, backfill."},
+    {
+        "name": "runs",
+        "description": "Runs of a schedule: trigger, history, replay, backfill; the completion "
+        "call of a callback-mode run.",
+    },
     HEALTH_TAG,
 ]
 
@@ -139,4 +144,5 @@ def app_from_container(
     install_runs(
         app, container.uow_factory, container.clock, wake, default_entitlements(container.settings)
     )
+    install_completion(app, container.settings.completion_calls_per_minute)
     return app

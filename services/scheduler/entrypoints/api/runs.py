@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from authclient import Principal
 from authclient.fastapi import require
@@ -73,6 +73,17 @@ class AttemptOut(BaseModel):
     status_code: int | None
     error: ErrorOut | None
     response_excerpt: str | None
+    completed_at: UtcTimestamp | None = Field(
+        default=None,
+        description="callback mode: when this accepted attempt's awaiting ended (its "
+        "completion call, or the deadline: error completion_timeout)",
+    )
+    completion_detail: str | None = Field(
+        default=None, description="callback mode: the completion call's detail"
+    )
+    completion_output: JsonValue = Field(
+        default=None, description="callback mode: the completion call's output (<= 16 KiB)"
+    )
 
 
 class RunOut(BaseModel):
@@ -97,6 +108,25 @@ class RunOut(BaseModel):
         description="the schedule's version that planned the run (manual, replay, backfill: "
         "the version current when asked for; GET /v1/schedules/{id}/versions/{n}); null on "
         "runs from before versions were recorded",
+    )
+    completion_deadline: UtcTimestamp | None = Field(
+        default=None,
+        description="callback mode: set while the accepted attempt awaits its completion call "
+        "(status in_progress): no call by then is a failed attempt (completion_timeout)",
+    )
+    completed_at: UtcTimestamp | None = Field(
+        default=None, description="callback mode: when the last completion call ended an attempt"
+    )
+    completion_detail: str | None = Field(
+        default=None, description="callback mode: the last completion call's detail"
+    )
+    completion_output: JsonValue = Field(
+        default=None, description="callback mode: the last completion call's output (<= 16 KiB)"
+    )
+    too_fast: bool = Field(
+        default=False,
+        description="callback mode: it completed sooner than completion.min_duration_seconds "
+        "(it still succeeded; schedule.run.too_fast was emitted and the tenant alerted)",
     )
 
 
@@ -140,6 +170,11 @@ def run_out(run: Run) -> dict[str, Any]:
         "finished_at": _utc(run.finished_at),
         "replay_of": run.replay_of,
         "schedule_version": run.schedule_version,
+        "completion_deadline": _utc(run.completion_deadline),
+        "completed_at": _utc(run.completed_at),
+        "completion_detail": run.completion_detail,
+        "completion_output": run.completion_output,
+        "too_fast": run.too_fast,
     }
 
 
@@ -167,6 +202,9 @@ def attempt_out(a: Attempt) -> dict[str, Any]:
         if a.error_kind is None
         else {"kind": a.error_kind, "message": a.error_message},
         "response_excerpt": a.response_excerpt,
+        "completed_at": _utc(a.completed_at),
+        "completion_detail": a.completion_detail,
+        "completion_output": a.completion_output,
     }
 
 

@@ -48,16 +48,20 @@ from scheduler.domain.definition import (
 )
 from scheduler.domain.policies import (
     BREAKER_THRESHOLD_RANGE,
+    COMPLETION_TIMEOUT_RANGE,
     MAX_ATTEMPTS_RANGE,
     MIN_BACKOFF_SECONDS,
     Action,
     BreakerPolicy,
+    CompletionMode,
+    CompletionPolicy,
     DstAnnotation,
     DstPolicy,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
     ScheduleState,
+    completion_json,
 )
 from scheduler.domain.timing import MAX_JITTER_SECONDS, Timing
 from scheduler.service_layer.errors import InvalidInput
@@ -149,6 +153,44 @@ class BreakerIn(Strict):
     failure_threshold: Annotated[
         int, Field(ge=BREAKER_THRESHOLD_RANGE[0], le=BREAKER_THRESHOLD_RANGE[1], strict=True)
     ] = 5
+
+
+class CompletionIn(Strict):
+    """What ends a webhook run (DESIGN.md §7b): `response` (a 2xx) or `callback` (a 2xx means
+    accepted; the receiver calls `X-Run-Complete-Url` by `timeout_seconds`)."""
+
+    mode: CompletionMode = CompletionMode.RESPONSE
+    timeout_seconds: (
+        Annotated[
+            int,
+            Field(
+                ge=COMPLETION_TIMEOUT_RANGE[0],
+                le=COMPLETION_TIMEOUT_RANGE[1],
+                strict=True,
+                description="callback mode: how long after accepting the receiver may take "
+                "to call back; no call by then is a failed attempt (completion_timeout)",
+            ),
+        ]
+        | None
+    ) = None
+    min_duration_seconds: (
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                strict=True,
+                description="callback mode: a completion sooner than this after the attempt "
+                "started marks the run too_fast (an event and an alert)",
+            ),
+        ]
+        | None
+    ) = None
+
+
+class CompletionOut(BaseModel):
+    mode: CompletionMode
+    timeout_seconds: int | None = None
+    min_duration_seconds: int | None = None
 
 
 def _payload_size_ok(value: Any) -> Any:
@@ -293,6 +335,7 @@ class ScheduleCreate(Strict):
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     breaker: BreakerIn = Field(default_factory=BreakerIn)
+    completion: CompletionIn = Field(default_factory=CompletionIn)
     labels: Labels = Field(default_factory=dict)
     key: ScheduleKey | None = None
     secret: SuppliedSecret | None = None
@@ -321,6 +364,7 @@ class SchedulePatch(Strict):
     misfire_policy: MisfirePolicy = _ABSENT
     overlap_policy: OverlapPolicy = _ABSENT
     breaker: BreakerIn = _ABSENT
+    completion: CompletionIn = _ABSENT
     labels: Labels = _ABSENT
 
     _payload = field_validator("payload")(_payload_size_ok)
@@ -389,6 +433,7 @@ class ScheduleOut(BaseModel):
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerOut
+    completion: CompletionOut
     labels: dict[str, str]
     key: str | None = Field(description="the tenant's own id for the schedule, if it has one")
     state: ScheduleState
@@ -492,6 +537,10 @@ def _breaker(p: BreakerIn) -> BreakerPolicy:
     return BreakerPolicy(**p.model_dump())
 
 
+def _completion(p: CompletionIn) -> CompletionPolicy:
+    return CompletionPolicy(p.mode, p.timeout_seconds, p.min_duration_seconds)
+
+
 def definition_of(body: ScheduleCreate) -> ScheduleDefinition:
     return ScheduleDefinition(
         name=body.name,
@@ -505,6 +554,7 @@ def definition_of(body: ScheduleCreate) -> ScheduleDefinition:
             misfire_policy=body.misfire_policy,
             overlap_policy=body.overlap_policy,
             breaker=_breaker(body.breaker),
+            completion=_completion(body.completion),
         ),
         labels=dict(body.labels),
     )
@@ -517,6 +567,7 @@ _PATCH_VALUE: dict[str, Callable[[Any], Any]] = {
     "target": target_of,
     "retry_policy": _retry_policy,
     "breaker": _breaker,
+    "completion": _completion,
     "labels": dict,
 }
 
@@ -565,5 +616,6 @@ def definition_out(d: ScheduleDefinition) -> dict[str, Any]:
         "misfire_policy": p.misfire_policy,
         "overlap_policy": p.overlap_policy,
         "breaker": asdict(p.breaker),
+        "completion": completion_json(p.completion),
         "labels": dict(d.labels),
     }

@@ -65,6 +65,7 @@ class WorkerRuntime:
         self.relay = workers.relay
         self.tenant_consumer = workers.tenant_consumer
         self.retention = workers.retention
+        self.completion_watchdog = workers.completion_watchdog
         self.watchdog = Watchdog(
             step_timeout_seconds=container.settings.worker_step_timeout_seconds
         )
@@ -113,6 +114,8 @@ class WorkerRuntime:
             group.add("tenant-consumer", self.tenant_consumer.run, stop=self.tenant_consumer.stop)
         if self.retention is not None:
             group.add("retention", self.retention.run, stop=self.retention.stop)
+        if self.completion_watchdog is not None:
+            group.add_loop(self.completion_watchdog.loop)
         return group
 
     async def run(self) -> None:

@@ -40,7 +40,8 @@ RUN_COLUMNS = (
     "due_at",
     "backfill_id",
 )
-_JSON_TEXT = ("target", "retry_policy")  # JSONText columns: text as asyncpg returns it
+# JSONText columns: text as asyncpg returns it.
+_JSON_TEXT = ("target", "retry_policy", "completion")
 
 
 def _claim(where: str, *, count_lost_attempt: bool = False) -> str:

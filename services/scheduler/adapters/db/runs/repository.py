@@ -11,13 +11,14 @@ transaction the only writer; a settle is four multi-row statements (UPDATE ... F
 ... RETURNING for the lease check and the write, then attempts, outbox, breaker reset).
 
 One file per role: planning.py (the planner), claims.py (the dispatcher), settle.py (the settle
-write), reads.py (the runs API), replanning.py (a retime's runs planned ahead), rows.py (row
-mapping); hand-written SQL in sql_postgres.py and sql_sqlite.py.
+write), completion.py (completion callbacks), reads.py (the runs API), replanning.py (a retime's
+runs planned ahead), rows.py (row mapping); hand-written SQL in sql_postgres.py and sql_sqlite.py.
 """
 
 from __future__ import annotations
 
 from scheduler.adapters.db.runs.claims import Claims
+from scheduler.adapters.db.runs.completion import CompletionQueries
 from scheduler.adapters.db.runs.planning import PlannerQueries
 from scheduler.adapters.db.runs.reads import RunReads
 from scheduler.adapters.db.runs.replanning import Replanning
@@ -25,5 +26,7 @@ from scheduler.adapters.db.runs.settle import Settle
 from scheduler.service_layer.run_ports import RunRepository
 
 
-class SqlRunRepository(PlannerQueries, Claims, Settle, RunReads, Replanning, RunRepository):
+class SqlRunRepository(
+    PlannerQueries, Claims, Settle, RunReads, Replanning, CompletionQueries, RunRepository
+):
     pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from scheduler.adapters.db.repository import completion_from_json
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.adapters.secret_box import SecretBox
 from scheduler.domain.policies import (
@@ -15,7 +16,7 @@ from scheduler.domain.policies import (
     RetryPolicy,
     ScheduleState,
 )
-from scheduler.domain.run import Run, RunStatus, SkipReason, Trigger
+from scheduler.domain.run import CompletionStatus, Run, RunStatus, SkipReason, Trigger
 from scheduler.domain.schedule import Target
 from scheduler.service_layer.run_ports import DeliverySpec
 
@@ -34,6 +35,7 @@ SPEC_COLUMNS = (
     "secret_ciphertext",
     "previous_secret_ciphertext",
     "previous_secret_expires_at",
+    "completion",
 )
 """The schedules columns a delivery spec is built from (`delivery_spec`)."""
 
@@ -84,7 +86,24 @@ def row_to_run(row: Any) -> Run:
         backfill_id=m.get("backfill_id"),
         replay_of=m.get("replay_of"),
         schedule_version=m.get("schedule_version"),
+        **completion_fields(m),
     )
+
+
+def completion_fields(m: Any) -> dict[str, Any]:
+    """A run's completion columns (`Run` fields of the same names); absent ones (a claim reads
+    none) are None."""
+    status = m.get("completion_status")
+    return {
+        "completion_deadline": m.get("completion_deadline"),
+        "completion_attempt": m.get("completion_attempt"),
+        "completion_token_hash": m.get("completion_token_hash"),
+        "completion_status": None if status is None else CompletionStatus(status),
+        "completed_at": m.get("completed_at"),
+        "completion_detail": m.get("completion_detail"),
+        "completion_output": m.get("completion_output"),
+        "too_fast": bool(m.get("too_fast") or False),
+    }
 
 
 def delivery_spec(spec: dict[str, Any], box: SecretBox, now: datetime) -> DeliverySpec:
@@ -113,6 +132,7 @@ def delivery_spec(spec: dict[str, Any], box: SecretBox, now: datetime) -> Delive
         secrets=tuple(secrets),
         misfire_policy=MisfirePolicy(spec["misfire_policy"]),
         next_run_at=spec["next_run_at"],
+        completion=completion_from_json(spec.get("completion")),
     )
 
 
