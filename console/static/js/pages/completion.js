@@ -20,9 +20,9 @@ export function completionText(completion) {
 // A run accepted by its target and not yet completed.
 export const awaiting = (run) => run.status === "in_progress" && Boolean(run.completion_deadline) && !run.completed_at;
 
-// The callback's fields, on the run or (for an attempt) on the attempt; both shapes are read.
-const detailOf = (x) => x.detail ?? x.completion?.detail ?? null;
-const outputOf = (x) => (x.output !== undefined ? x.output : x.completion?.output);
+// The callback's fields, on the run (the last completion call) and on each attempt.
+const detailOf = (x) => x.completion_detail ?? null;
+const outputOf = (x) => x.completion_output;
 
 export function outputEl(output) {
   let text = JSON.stringify(output, null, 2);

@@ -13,17 +13,15 @@ const IN_FLIGHT = [1, 100];
 const PER_SECOND = [0.1, 1000];
 const path = (d) => `/v1/destinations/${encodeURIComponent(d)}`;
 
-// The item's fields, flat or under `policy` / `state`.
 function read(d) {
-  const policy = d.policy || d;
-  const state = d.state || d;
   return {
-    name: d.destination ?? d.host_port ?? d.id,
-    maxInFlight: policy.max_in_flight,
-    perSecond: policy.per_second ?? null,
-    heldUntil: state.held_until ?? null,
-    rate: state.current_rate ?? state.current_per_second ?? null,
-    inFlight: state.in_flight ?? null,
+    name: d.destination,
+    configured: d.configured !== false,
+    maxInFlight: d.max_in_flight,
+    perSecond: d.per_second ?? null,
+    heldUntil: d.held_until ?? null,
+    rate: d.current_rate ?? null,
+    inFlight: d.in_flight ?? null,
   };
 }
 
@@ -77,7 +75,7 @@ function row(d, reload) {
     } }, "Yes, delete"),
     h("button", { type: "button", onclick: () => { confirmBox.hidden = true; } }, "Cancel"));
   return h("tr", { dataset: { destination: d.name } },
-    h("td", {}, h("code", {}, d.name)),
+    h("td", {}, h("code", {}, d.name), d.configured ? null : h("div", { class: "small muted" }, "defaults (no limit set)")),
     h("td", { class: "num" }, number(d.maxInFlight)),
     h("td", { class: "num" }, d.perSecond === null ? h("span", { class: "muted" }, "none") : `${d.perSecond}/s`),
     h("td", { class: "held" }, d.heldUntil && Date.parse(d.heldUntil) > Date.now() ? timeEl(d.heldUntil, "UTC") : h("span", { class: "muted" }, "not held")),
@@ -86,7 +84,7 @@ function row(d, reload) {
     h("td", {},
       h("div", { class: "row" },
         h("button", { type: "button", onclick: () => { editor.hidden = !editor.hidden; } }, "Edit"),
-        h("button", { type: "button", class: "danger", onclick: () => { confirmBox.hidden = false; confirmBox.querySelector("button").focus(); } }, "Delete…")),
+        d.configured ? h("button", { type: "button", class: "danger", onclick: () => { confirmBox.hidden = false; confirmBox.querySelector("button").focus(); } }, "Delete…") : null),
       editor, confirmBox));
 }
 

@@ -6,7 +6,7 @@ import { h, replace } from "../h.js";
 import { get, post, query } from "../api.js";
 import { timeEl } from "../time.js";
 import { badge, definition, empty, errorBox, errorKind, flash, loading, table } from "../ui.js";
-import { attemptCompletion, completionNote, completionRows } from "./completion.js";
+import { attemptCompletion, completionRows } from "./completion.js";
 import { versionHref } from "./history.js";
 
 const POLL_MS = 1000;
@@ -63,7 +63,7 @@ export async function runPage(scheduleId, runId) {
 
 function render(run, zone) {
   const def = definition([
-    ["Status", [badge(run.status), run.skip_reason ? ` ${run.skip_reason}` : "", completionNote(run)]],
+    ["Status", [badge(run.status), run.skip_reason ? ` ${run.skip_reason}` : ""]],
     ["Trigger", run.trigger],
     run.replay_of ? ["Replay of", h("a", { href: runHref(run.schedule_id, run.replay_of), class: "replay-of" }, run.replay_of)] : null,
     ["Scheduled for", timeEl(run.scheduled_for, zone)],
