@@ -6,6 +6,9 @@ import { get, hasToken, setToken, takeRefusal, takeTokenFromFragment } from "./a
 import { schedulesPage } from "./pages/schedules.js";
 import { schedulePage } from "./pages/schedule.js";
 import { runPage } from "./pages/run.js";
+import { versionPage } from "./pages/history.js";
+import { ledgerPage } from "./pages/ledger.js";
+import { destinationsPage } from "./pages/destinations.js";
 import { formPage } from "./pages/form.js";
 import { failedPage } from "./pages/failed.js";
 import { notificationsPage } from "./pages/notifications.js";
@@ -15,8 +18,11 @@ const routes = [
   [/^\/schedules\/new$/, () => formPage(null)],
   [/^\/schedules\/([^/]+)\/edit$/, (m) => formPage(m[1])],
   [/^\/schedules\/([^/]+)\/runs\/([^/]+)$/, (m) => runPage(m[1], m[2])],
+  [/^\/schedules\/([^/]+)\/versions\/(\d+)$/, (m) => versionPage(m[1], m[2])],
+  [/^\/schedules\/([^/]+)\/ledger$/, (m, signal) => ledgerPage(m[1], signal)],
   [/^\/schedules\/([^/]+)$/, (m) => schedulePage(m[1])],
   [/^\/failed$/, () => failedPage()],
+  [/^\/destinations$/, (m, signal) => destinationsPage(signal)],
   [/^\/notifications$/, () => notificationsPage()],
   [/^\/sign-in$/, () => signInPage()],
 ];

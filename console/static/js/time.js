@@ -69,7 +69,7 @@ export function shortHour(iso, zone = "UTC") {
 // Wall time in a zone <-> the instant: a datetime-local input's value ("2026-03-08T02:30") read
 // in the schedule's zone, as RFC 3339 with that zone's offset. A wall time DST skips resolves
 // forwards (as `shift` does); a repeated one takes its first pass.
-function offsetMinutes(date, zone) {
+export function offsetMinutes(date, zone) {
   const p = parts(date, zone, { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" }, "num");
   const asUtc = Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour % 24, +p.minute, +p.second);
   return Math.round((asUtc - Math.floor(date.getTime() / 1000) * 1000) / 60000);

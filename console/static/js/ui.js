@@ -74,3 +74,13 @@ export function secretBox(label, secret) {
 
 // What one page hands the next once (a new schedule's secret, a message), in memory only.
 export const handoff = {};
+
+// An error kind as the API names it (tests and alerts match on it), with words for the ones
+// whose name alone does not say what happened.
+const ERROR_WORDS = {
+  completion_timeout: "no completion call arrived by the deadline",
+};
+
+export function errorKind(kind) {
+  return [h("strong", {}, kind), ERROR_WORDS[kind] ? h("div", { class: "small error-words" }, ERROR_WORDS[kind]) : null];
+}

@@ -4,7 +4,7 @@
 import { h, option, replace } from "../h.js";
 import { get, post, query } from "../api.js";
 import { route } from "../router.js";
-import { empty, errorBox, flash, labelCells, loading, table } from "../ui.js";
+import { empty, errorBox, errorKind, flash, labelCells, loading, table } from "../ui.js";
 import { runRow } from "./schedule.js";
 
 // One bulk replay is at most this many runs (two pages of 50): each is a POST, sent a few at a
@@ -212,6 +212,6 @@ function lastError(r) {
   const message = err && err.message ? err.message : null;
   const detail = [message && code && message.includes(code) ? null : code, message].filter(Boolean).join(" — ");
   return h("div", { class: "last-error" },
-    h("strong", {}, err ? err.kind : code),
+    err ? errorKind(err.kind) : h("strong", {}, code),
     detail && (err || detail !== code) ? h("div", { class: "small" }, detail) : null);
 }

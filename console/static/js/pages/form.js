@@ -12,6 +12,8 @@ const PREVIEW_DELAY_MS = 250;
 // tests/console/test_console_form_fields.py compares them with its OpenAPI document.
 export const MAX_ATTEMPTS = 50;
 export const MAX_JITTER_SECONDS = 3600;
+// DESIGN.md §7b "Completion": how long a target may work after accepting, in callback mode.
+export const COMPLETION_TIMEOUT_RANGE = [60, 86400];
 
 // API field path -> form control id.
 const FIELDS = {
@@ -21,6 +23,8 @@ const FIELDS = {
   "retry_policy.initial_backoff_seconds": "f-backoff", "breaker.failure_threshold": "f-threshold",
   misfire_policy: "f-misfire", overlap_policy: "f-overlap", run_at: "f-run-at", start_at: "f-start",
   end_at: "f-end", max_runs: "f-max-runs", jitter_seconds: "f-jitter", labels: "f-labels", key: "f-key",
+  completion: "f-completion", "completion.mode": "f-completion", "completion.timeout_seconds": "f-completion-timeout",
+  "completion.min_duration_seconds": "f-min-duration",
 };
 
 // `team=billing` lines (a line without `=` is a label with an empty value) <-> the labels object.
@@ -101,6 +105,11 @@ export async function formPage(id) {
     misfire: h("select", {}, choices(["fire_once", "skip", "fire_all"], v(s?.misfire_policy, "fire_once"))),
     overlap: h("select", {}, choices(["allow", "skip", "buffer_one"], v(s?.overlap_policy, "allow"))),
     after: h("input", { type: "date" }),
+    completion: h("select", {},
+      option("response", "when the target answers 2xx", v(s?.completion?.mode, "response")),
+      option("callback", "when the target calls back (long jobs)", v(s?.completion?.mode, "response"))),
+    completionTimeout: h("input", { type: "number", min: COMPLETION_TIMEOUT_RANGE[0], max: COMPLETION_TIMEOUT_RANGE[1], step: 1, value: v(s?.completion?.timeout_seconds, 3600) }),
+    minDuration: h("input", { type: "number", min: 0, step: 1, value: v(s?.completion?.min_duration_seconds, ""), placeholder: "none" }),
   };
   c.labels.value = labelLines(s?.labels);
   if (s?.target?.headers && Object.keys(s.target.headers).length) c.headers.value = JSON.stringify(s.target.headers);
@@ -129,10 +138,15 @@ export async function formPage(id) {
   });
   const preview = h("div", { id: "preview", "aria-live": "polite" });
   const submit = h("button", { type: "submit", class: "primary" }, s ? "Save changes" : "Create schedule");
+  const callbackOnly = h("div", { class: "field-pair" },
+    field("f-completion-timeout", "Completion timeout (seconds)", c.completionTimeout, `${COMPLETION_TIMEOUT_RANGE[0]}–${COMPLETION_TIMEOUT_RANGE[1]}; no call by then is a failed attempt.`),
+    field("f-min-duration", "Minimum duration (seconds, optional)", c.minDuration, "A completion sooner than this is flagged too fast."));
   const webhookOnly = h("fieldset", {}, h("legend", {}, "Webhook"),
     field("f-url", "Target URL", c.url),
     field("f-timeout", "Timeout (seconds)", c.timeout),
-    field("f-headers", "Headers (JSON object)", c.headers, "Sent with every delivery; optional."));
+    field("f-headers", "Headers (JSON object)", c.headers, "Sent with every delivery; optional."),
+    field("f-completion", "A run ends", c.completion, "Callback: a 2xx only means accepted; the target POSTs to the run's X-Run-Complete-Url when done."),
+    callbackOnly);
   const form = h("form", { class: "form card", novalidate: true },
     general,
     field("f-name", "Name", c.name),
@@ -161,6 +175,9 @@ export async function formPage(id) {
   const showAction = () => { webhookOnly.hidden = c.action.value !== "webhook"; };
   c.action.addEventListener("change", showAction);
   showAction();
+  const showCompletion = () => { callbackOnly.hidden = c.completion.value !== "callback"; };
+  c.completion.addEventListener("change", showCompletion);
+  showCompletion();
   const once = () => c.kind.value === "once";
   const showKind = () => {
     cronField.hidden = once();
@@ -240,6 +257,15 @@ export async function formPage(id) {
     return out;
   };
 
+  // Sent when callback mode is chosen, or to a server that shows the field (an edit back to
+  // `response`); an unchanged default is left out.
+  const completionBody = () => {
+    if (c.completion.value !== "callback") return s?.completion ? { mode: "response" } : null;
+    const out = { mode: "callback", timeout_seconds: Number(c.completionTimeout.value) };
+    if (c.minDuration.value !== "") out.min_duration_seconds = Number(c.minDuration.value);
+    return out;
+  };
+
   const body = () => {
     // An edit sends whole sub-objects built on the stored ones, so fields this form does not
     // show (max_backoff_seconds, …) keep their values.
@@ -262,6 +288,8 @@ export async function formPage(id) {
       const headers = json(c.headers, "f-headers", "object").value;
       if (headers) out.target.headers = headers;
       else if (s?.target) out.target.headers = {};
+      const completion = completionBody();
+      if (completion) out.completion = completion;
     }
     const payload = json(c.payload, "f-payload", "any").value;
     if (payload !== undefined) out.payload = payload;

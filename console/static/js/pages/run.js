@@ -5,7 +5,9 @@
 import { h, replace } from "../h.js";
 import { get, post, query } from "../api.js";
 import { timeEl } from "../time.js";
-import { badge, definition, empty, errorBox, flash, loading, table } from "../ui.js";
+import { badge, definition, empty, errorBox, errorKind, flash, loading, table } from "../ui.js";
+import { attemptCompletion, completionRows } from "./completion.js";
+import { versionHref } from "./history.js";
 
 const POLL_MS = 1000;
 const MAX_POLLS = 120;
@@ -65,10 +67,12 @@ function render(run, zone) {
     ["Trigger", run.trigger],
     run.replay_of ? ["Replay of", h("a", { href: runHref(run.schedule_id, run.replay_of), class: "replay-of" }, run.replay_of)] : null,
     ["Scheduled for", timeEl(run.scheduled_for, zone)],
+    run.schedule_version ? ["Schedule version", h("a", { href: versionHref(run.schedule_id, run.schedule_version), class: "run-version" }, `v${run.schedule_version}`)] : null,
     run.due_at !== run.scheduled_for ? ["Due at", timeEl(run.due_at, zone)] : null,
     ["Started", timeEl(run.started_at, zone)],
     ["Finished", timeEl(run.finished_at, zone)],
     run.next_attempt_at ? ["Next attempt", timeEl(run.next_attempt_at, zone)] : null,
+    ...completionRows(run, zone),
   ]);
   const attempts = run.attempts.length
     ? table("Attempts", ["#", "Started", "Status code", "Latency", "Error", "Response excerpt"], run.attempts.map((a) => h("tr", {},
@@ -76,8 +80,9 @@ function render(run, zone) {
       h("td", {}, timeEl(a.started_at, zone)),
       h("td", { class: "num" }, a.status_code === null ? "—" : String(a.status_code)),
       h("td", { class: "num" }, `${a.duration_ms} ms`),
-      h("td", {}, a.error ? [h("strong", {}, a.error.kind), a.error.message ? h("div", { class: "small" }, a.error.message) : null] : "—"),
-      h("td", {}, a.response_excerpt ? h("pre", { class: "excerpt" }, a.response_excerpt) : h("span", { class: "muted" }, "—")))), { className: "attempts" })
+      h("td", {}, a.error ? [errorKind(a.error.kind), a.error.message ? h("div", { class: "small" }, a.error.message) : null] : "—"),
+      h("td", {}, a.response_excerpt ? h("pre", { class: "excerpt" }, a.response_excerpt) : h("span", { class: "muted" }, "—"),
+        attemptCompletion(a, zone)))), { className: "attempts" })
     : empty(FINISHED.has(run.status) ? "No attempt was made." : "No attempt yet; this page refreshes.");
   return h("div", {}, h("div", { class: "card" }, def), h("div", { class: "card" }, h("h2", {}, "Attempts"), attempts));
 }

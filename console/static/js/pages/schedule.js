@@ -8,6 +8,9 @@ import { timeEl, wallToInstant } from "../time.js";
 import { badge, definition, empty, errorBox, flash, handoff, labelCells, loading, pre, secretBox, table } from "../ui.js";
 import { stats } from "./stats.js";
 import { labelChips, pausedText } from "./schedules.js";
+import { historyCard, versionHref } from "./history.js";
+import { completionNote, completionText } from "./completion.js";
+import { ledgerHref } from "./ledger.js";
 
 const runHref = (s, runId) => `#/schedules/${encodeURIComponent(s.id)}/runs/${encodeURIComponent(runId)}`;
 
@@ -29,7 +32,9 @@ export async function schedulePage(id) {
   const words = cronInWords(s.cron);
   const head = h("div", { class: "page-head" },
     h("h1", {}, s.name, " ", badge(s.state)),
-    h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit"));
+    h("div", { class: "row" },
+      h("a", { href: ledgerHref(id), class: "button", id: "ledger-link" }, "Ledger"),
+      h("a", { href: `#/schedules/${encodeURIComponent(id)}/edit`, class: "button" }, "Edit")));
   const def = definition([
     s.description ? ["Description", s.description] : null,
     s.key ? ["Key", h("code", { class: "wrap", id: "schedule-key" }, s.key)] : null,
@@ -49,6 +54,7 @@ export async function schedulePage(id) {
     s.target ? ["Target", h("code", { class: "wrap" }, s.target.url)] : null,
     s.target && s.target.headers && Object.keys(s.target.headers).length ? ["Headers", pre(s.target.headers)] : null,
     s.target ? ["Timeout", `${s.target.timeout_seconds} s`] : null,
+    s.completion ? ["Completion", h("span", { id: "completion-mode" }, completionText(s.completion))] : null,
     ["Payload", s.payload === null || s.payload === undefined ? null : pre(s.payload)],
     ["Retries", `${s.retry_policy.max_attempts} attempts, backoff ${s.retry_policy.initial_backoff_seconds}–${s.retry_policy.max_backoff_seconds} s`],
     ["Misfire / overlap", `${s.misfire_policy} / ${s.overlap_policy}`],
@@ -69,7 +75,8 @@ export async function schedulePage(id) {
       upcoming),
     h("div", { class: "card" }, h("h2", {}, "Run timeline"), timelineCard(path, s.timezone)),
     backfillCard(path, s),
-    h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)));
+    h("div", { class: "card" }, h("h2", {}, "Runs"), runsCard(path, s)),
+    historyCard(s));
 }
 
 function actions(s, path, etag, secret) {
@@ -264,10 +271,17 @@ export function runRow(r, zone, extra = []) {
   return h("tr", {},
     h("td", {}, h("a", { href: `#/schedules/${encodeURIComponent(r.schedule_id)}/runs/${encodeURIComponent(r.id)}` }, timeEl(r.scheduled_for, zone))),
     h("td", {}, r.trigger),
-    h("td", {}, badge(r.status), r.skip_reason ? h("span", { class: "small muted" }, ` ${r.skip_reason}`) : null),
+    h("td", {}, badge(r.status), r.skip_reason ? h("span", { class: "small muted" }, ` ${r.skip_reason}`) : null, completionNote(r)),
     h("td", { class: "num" }, String(r.attempt_count)),
     h("td", {}, timeEl(r.finished_at, zone)),
     extra);
+}
+
+// The version that planned the run, linked to its page in the history.
+export function versionCell(r) {
+  return h("td", { class: "num" }, r.schedule_version
+    ? h("a", { href: versionHref(r.schedule_id, r.schedule_version), class: "run-version" }, `v${r.schedule_version}`)
+    : h("span", { class: "muted" }, "—"));
 }
 
 async function runList(box, path, s, filters) {
@@ -279,7 +293,7 @@ async function runList(box, path, s, filters) {
     more.disabled = true;
     try {
       const p = await get(`${path}/runs${query({ limit: 50, cursor, ...filters })}`);
-      for (const r of p.items) rows.appendChild(runRow(r, s.timezone));
+      for (const r of p.items) rows.appendChild(runRow(r, s.timezone, [versionCell(r)]));
       labelCells(box);
       cursor = p.next_cursor;
       more.hidden = !cursor;
@@ -291,7 +305,7 @@ async function runList(box, path, s, filters) {
     }
   };
   more.addEventListener("click", next);
-  const t = table("Runs", ["Scheduled for", "Trigger", "Status", "Attempts", "Finished"], []);
+  const t = table("Runs", ["Scheduled for", "Trigger", "Status", "Attempts", "Finished", "Version"], []);
   t.querySelector("tbody").replaceWith(rows);
   replace(box, t, more);
   await next();
