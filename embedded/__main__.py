@@ -49,6 +49,7 @@ DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088
 DEFAULT_CONSOLE_PORT = 8080
 # The notification API's prefixes on the one-origin gateway; everything else under /v1/schedules
 # is the scheduler's, the rest the console's.
+SCHEDULER_PREFIXES = ("/v1/schedules", "/v1/runs")
 NOTIFICATION_PREFIXES = ("/v1/subscriptions", "/v1/alert-contacts", "/v1/notifications")
 DEV_TENANT = "dev-tenant"
 DEV_SCOPES = ["schedules:read", "schedules:write", "notifications:read", "notifications:write"]
@@ -155,7 +156,7 @@ async def serve_all(
     server = http_server(notification.asgi_app, host=HOST, port=notification_port, limits=limits)
 
     def gateway(scheduler_app: ASGIApp) -> list[uvicorn.Server]:
-        routes = [("/v1/schedules", scheduler_app)]
+        routes = [(prefix, scheduler_app) for prefix in SCHEDULER_PREFIXES]
         routes += [(prefix, notification.asgi_app) for prefix in NOTIFICATION_PREFIXES]
         app = Gateway(routes, fallback=create_console_app())
         return [http_server(app, host=HOST, port=console_port, limits=limits)]
@@ -194,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
     # Alerts link the console this process serves (the gateway's origin).
     os.environ.setdefault("CONSOLE_PUBLIC_URL", f"http://{HOST}:{args.console_port}")
+    # Callback-mode deliveries name the completion URL of the scheduler port this process serves.
+    os.environ.setdefault("SCHEDULER_PUBLIC_URL", f"http://{HOST}:{args.scheduler_port}")
     # Here the terminal's news is each run's outcome; `serve` logs it at debug level.
     os.environ.setdefault("SCHEDULER_LOG_RUNS", "true")
     bus = InProcessBus()
