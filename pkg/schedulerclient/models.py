@@ -795,7 +795,9 @@ class TargetOut(Model):
 
 
 class DefinitionOut(Model):
-    """A schedule's definition (the fields of a schedule a create or PUT by key takes)."""
+    """A schedule's definition (the fields a create or PUT by key takes); a schedule, and each of
+    its versions, answers it.
+    """
 
     name: str
     description: str | None
@@ -814,6 +816,7 @@ class DefinitionOut(Model):
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     breaker: BreakerOut
+    completion: CompletionOut
     labels: dict[str, str]
 
 

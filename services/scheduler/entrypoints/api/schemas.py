@@ -414,8 +414,10 @@ class LastRunOut(BaseModel):
     )
 
 
-class ScheduleOut(BaseModel):
-    id: str
+class DefinitionOut(BaseModel):
+    """A schedule's definition (the fields a create or PUT by key takes); a schedule, and each of
+    its versions, answers it."""
+
     name: str
     description: str | None
     cron: str | None
@@ -435,6 +437,13 @@ class ScheduleOut(BaseModel):
     breaker: BreakerOut
     completion: CompletionOut
     labels: dict[str, str]
+
+
+class _Identified(BaseModel):
+    id: str
+
+
+class ScheduleOut(DefinitionOut, _Identified):  # id first, then the definition
     key: str | None = Field(description="the tenant's own id for the schedule, if it has one")
     state: ScheduleState
     paused_reason: str | None

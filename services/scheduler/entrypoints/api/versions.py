@@ -16,7 +16,6 @@ from pydantic import BaseModel, Field, JsonValue
 from authclient import Principal
 from authclient.fastapi import require
 from scheduler.domain.definition import ScheduleDefinition
-from scheduler.domain.policies import Action, DstPolicy, MisfirePolicy, OverlapPolicy
 from scheduler.entrypoints.api.context import ApiContext, context_of, require_writer
 from scheduler.entrypoints.api.schedules import (
     READ,
@@ -28,10 +27,8 @@ from scheduler.entrypoints.api.schedules import (
     to_out,
 )
 from scheduler.entrypoints.api.schemas import (
-    BreakerOut,
-    RetryPolicyOut,
+    DefinitionOut,
     ScheduleWithSecret,
-    TargetOut,
     definition_out,
     problem_responses,
 )
@@ -71,29 +68,6 @@ class VersionItem(BaseModel):
 class VersionList(BaseModel):
     items: list[VersionItem]
     next_cursor: str | None
-
-
-class DefinitionOut(BaseModel):
-    """A schedule's definition (the fields of a schedule a create or PUT by key takes)."""
-
-    name: str
-    description: str | None
-    cron: str | None
-    run_at: UtcTimestamp | None
-    timezone: str
-    dst_policy: DstPolicy
-    start_at: UtcTimestamp | None
-    end_at: UtcTimestamp | None
-    max_runs: int | None
-    jitter_seconds: int
-    action: Action
-    target: TargetOut | None
-    payload: JsonValue
-    retry_policy: RetryPolicyOut
-    misfire_policy: MisfirePolicy
-    overlap_policy: OverlapPolicy
-    breaker: BreakerOut
-    labels: dict[str, str]
 
 
 class VersionOut(VersionItem):
