@@ -259,9 +259,11 @@ def build_workers(
     deliverer: Deliverer | None = None,
     tenants: TenantStatus | None = None,
     on_missing: Callable[[int], None] | None = None,
+    on_timed_out: Callable[[int], None] | None = None,
 ) -> Workers:
     """`observer`: the dispatcher's metrics; `registry`: where the relay's and the retention
-    worker's metrics go; `on_missing`: the ledger check's counter; `deliverer` (default: one sized
+    worker's metrics go; `on_missing`: the ledger check's counter; `on_timed_out`: the
+    completion watchdog's; `deliverer` (default: one sized
     for the dispatch settings, closed by the caller) and `tenants` (default: the container's
     projection cache) are for tests."""
     settings, clock, uows = container.settings, container.clock, container.uow_factory
@@ -311,7 +313,10 @@ def build_workers(
         if options.ledger_watch
         else None,
         completion_watchdog=CompletionWatchdog(
-            uows, clock, interval_seconds=settings.completion_watchdog_interval_seconds
+            uows,
+            clock,
+            interval_seconds=settings.completion_watchdog_interval_seconds,
+            on_timed_out=on_timed_out,
         )
         if options.dispatcher
         else None,

@@ -15,7 +15,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.completion import token_digest
 from scheduler.domain.schedule import Schedule
-from scheduler.service_layer.completion import time_out_overdue
+from scheduler.service_layer.completion import CompletionWatchdog, time_out_overdue
 from servicekit.data.timestamps import format_utc
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.completion_helpers import (
@@ -123,7 +123,10 @@ async def test_no_call_by_the_deadline_is_a_failed_attempt_then_a_retry(
 
     assert await time_out_overdue(uows, deadline - timedelta(seconds=1)) == 0
     mclock.set(deadline)
-    assert await time_out_overdue(uows, mclock()) == 1
+    timed_out: list[int] = []  # the worker's counter (scheduler_completion_timeouts_total)
+    watchdog = CompletionWatchdog(uows, mclock, on_timed_out=timed_out.append)
+    assert await watchdog.step() is None  # one run: not a full batch, wait the interval
+    assert timed_out == [1]
     assert await time_out_overdue(uows, mclock()) == 0  # once
     row = await run_row(container, run_id)
     assert row.status == "retrying"

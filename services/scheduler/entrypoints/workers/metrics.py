@@ -68,6 +68,13 @@ class WorkerMetrics:
             registry=registry,
         )
 
+        self.completion_timeouts = Counter(
+            "scheduler_completion_timeouts",
+            "Callback-mode attempts failed with completion_timeout: no completion call by the"
+            " deadline (the completion watchdog).",
+            registry=registry,
+        )
+
     def first_attempt_lag(self, seconds: float) -> None:
         self.lag.observe(max(seconds, 0.0))
 

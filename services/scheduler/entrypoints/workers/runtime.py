@@ -57,6 +57,7 @@ class WorkerRuntime:
             observer=self.metrics,
             on_inserted=self.metrics.planned.inc,
             on_missing=self.metrics.ledger_missing.inc,
+            on_timed_out=self.metrics.completion_timeouts.inc,
             registry=self.registry,
             deliverer=deliverer,
             tenants=tenants,
