@@ -15,6 +15,7 @@ import webhookdeliver as wd
 from scheduler.adapters.db.tables import delivery_attempts, runs
 from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
+from scheduler.domain.claiming import BUFFER_RECHECK
 from scheduler.domain.policies import OverlapPolicy
 from scheduler.service_layer.completion import time_out_overdue
 from scheduler.service_layer.runs import trigger_run
@@ -72,8 +73,9 @@ async def test_a_buffer_one_successor_waits_for_the_awaiting_run(
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
+    # A deadline 90 s after the acceptance: sooner than the successor's BUFFER_RECHECK net.
     s = await add_callback_schedule(
-        container, receiver.url("/accept"), overlap=OverlapPolicy.BUFFER_ONE
+        container, receiver.url("/accept"), overlap=OverlapPolicy.BUFFER_ONE, timeout_seconds=90
     )
     await plan_at_occurrence(uows, mclock, s)
     d = make_dispatcher(container, uows, deliverer)
@@ -88,6 +90,11 @@ async def test_a_buffer_one_successor_waits_for_the_awaiting_run(
     assert len(receiver.requests) == 1
     (second,) = await rows(container, runs, runs.c.id != first)
     assert second.status == "pending"
+    # Parked until its predecessor next moves by itself: its completion deadline (an awaiting
+    # run holds no lease), not the later BUFFER_RECHECK net.
+    (awaiting,) = await rows(container, runs, runs.c.id == first)
+    assert awaiting.completion_deadline < mclock() + BUFFER_RECHECK
+    assert second.next_attempt_at == awaiting.completion_deadline
 
     assert (await complete(client, first, token, status="succeeded")).status_code == 200
     assert await step(d) == 1  # woken by the completion, at once

@@ -337,13 +337,17 @@ class Claims(RunSql):
 
     async def predecessors_next_move(self, waiting: Sequence[Run]) -> dict[str, datetime]:
         """The index range of `earlier_unfinished` (at most 2 rows each), with the earliest
-        lease end (in_progress) or next_attempt_at (pending, retrying) among them."""
+        lease end (in_progress; a run awaiting its completion call holds no lease: its
+        completion_deadline) or next_attempt_at (pending, retrying) among them."""
         if not waiting:
             return {}
         r = runs.alias("r")
         e = runs.alias("e")
         moves = sa.case(
-            (e.c.status == RunStatus.IN_PROGRESS.value, e.c.lease_expires_at),
+            (
+                e.c.status == RunStatus.IN_PROGRESS.value,
+                sa.func.coalesce(e.c.lease_expires_at, e.c.completion_deadline),
+            ),
             else_=e.c.next_attempt_at,
         )
         earlier = (
