@@ -49,10 +49,12 @@ __all__ = [
     "parse_destination",
     "react",
     "signal_of",
+    "tenant_policy",
 ]
 
 MAX_IN_FLIGHT = (1, 100)
 PER_SECOND = (0.1, 1000.0)
+MAX_DEFAULT_IN_FLIGHT = 10_000
 MAX_HOLD_SECONDS = 3600.0
 MIN_RATE = PER_SECOND[0]
 MAX_RATE = PER_SECOND[1]
@@ -69,13 +71,15 @@ MAX_DESTINATION_CHARS = 261  # 253 (a DNS name) + ':' + 5 digits + 2 (IPv6 brack
 
 @dataclass(frozen=True, slots=True)
 class DestinationPolicy:
+    """A tenant sets `max_in_flight` 1-100 (`tenant_policy`); an operator's default may be
+    higher (up to `MAX_DEFAULT_IN_FLIGHT`)."""
+
     max_in_flight: int = 10
     per_second: float | None = None
 
     def __post_init__(self) -> None:
-        lo, hi = MAX_IN_FLIGHT
-        if not lo <= self.max_in_flight <= hi:
-            raise ValueError(f"max_in_flight must be {lo}-{hi}")
+        if not 1 <= self.max_in_flight <= MAX_DEFAULT_IN_FLIGHT:
+            raise ValueError(f"max_in_flight must be 1-{MAX_DEFAULT_IN_FLIGHT}")
         if self.per_second is not None and not (
             math.isfinite(self.per_second) and PER_SECOND[0] <= self.per_second <= PER_SECOND[1]
         ):
@@ -83,6 +87,14 @@ class DestinationPolicy:
 
 
 DEFAULT_POLICY = DestinationPolicy()
+
+
+def tenant_policy(max_in_flight: int, per_second: float | None) -> DestinationPolicy:
+    """A policy a tenant sets: `max_in_flight` 1-100, `per_second` 0.1-1000 or None."""
+    lo, hi = MAX_IN_FLIGHT
+    if not lo <= max_in_flight <= hi:
+        raise ValueError(f"max_in_flight must be {lo}-{hi}")
+    return DestinationPolicy(max_in_flight, per_second)
 
 
 def parse_destination(text: str) -> str:

@@ -82,7 +82,10 @@ schedules = sa.Table(
     # Labels and key (migration 0013, DESIGN.md §7b).
     sa.Column("labels", LabelsJSON, nullable=False, server_default="{}"),
     sa.Column("key", sa.String(128), nullable=True),
+    # The target's `host:port` (migration 0016, flow control): null for an event schedule.
+    sa.Column("destination", sa.String(261), nullable=True),
 )
+sa.Index("ix_schedules_destination", schedules.c.tenant_id, schedules.c.destination)
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
 partial_index("ix_schedules_due", schedules.c.next_run_at, where=ACTIVE_LIVE_SQL)
 sa.Index("ix_schedules_tenant_order", schedules.c.tenant_id, schedules.c.created_at, schedules.c.id)
@@ -210,6 +213,8 @@ runs = sa.Table(
     # The schedule's version that planned (or, for manual, replay and backfill runs, was current
     # when asked for) this run (migration 0014); null on older rows.
     sa.Column("schedule_version", sa.Integer(), nullable=True),
+    # Its schedule's destination, copied by the claim (migration 0016): the in-flight count.
+    sa.Column("destination", sa.String(261), nullable=True),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )
@@ -238,6 +243,7 @@ partial_index(
 )
 partial_index("ix_runs_backfill_due", runs.c.next_attempt_at, where=BACKFILL_DUE_SQL)
 partial_index("ix_runs_lease", runs.c.lease_expires_at, where=LEASED_SQL)
+partial_index("ix_runs_destination_leased", runs.c.tenant_id, runs.c.destination, where=LEASED_SQL)
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
 partial_index(
     "ix_runs_schedule_unfinished",
@@ -273,4 +279,26 @@ delivery_attempts = sa.Table(
     sa.Column("error_message", sa.String(500), nullable=True),
     # <= 1 KiB of UTF-8 (webhookdeliver's bound); never holds our secret: it is the receiver's text.
     sa.Column("response_excerpt", sa.Text(), nullable=True),
+)
+
+# ---- flow control (migration 0016, DESIGN.md §7b) -------------------------------------------
+
+destinations = sa.Table(
+    "destinations",
+    metadata,
+    sa.Column("tenant_id", sa.String(200), primary_key=True),
+    sa.Column("destination", sa.String(261), primary_key=True),
+    # The tenant's policy (PUT); a row without one carries the destination's state only.
+    sa.Column("configured", sa.Boolean(), nullable=False),
+    sa.Column("max_in_flight", sa.Integer(), nullable=True),
+    sa.Column("per_second", sa.Float(), nullable=True),
+    # What the destination told us (servicekit.flow.FlowState) and the token bucket.
+    sa.Column("held_until", UTCDateTime(), nullable=True),
+    sa.Column("current_rate", sa.Float(), nullable=True),
+    sa.Column("rate_at", UTCDateTime(), nullable=True),
+    sa.Column("cut_at", UTCDateTime(), nullable=True),
+    sa.Column("tokens", sa.Float(), nullable=True),
+    sa.Column("tokens_at", UTCDateTime(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
 )

@@ -9,6 +9,7 @@ from typing import Any, Self
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from scheduler.adapters.db.destinations import SqlDestinationRepository
 from scheduler.adapters.db.dialect import dialect_insert
 from scheduler.adapters.db.outbox_rows import outbox_row
 from scheduler.adapters.db.repository import SqlIdempotencyRepository, SqlScheduleRepository
@@ -44,6 +45,7 @@ class SqlUnitOfWork(UnitOfWork):
         self.schedules = SqlScheduleRepository(conn, box, self.versions.write)
         self.idempotency = SqlIdempotencyRepository(conn)
         self.runs = SqlRunRepository(conn, box)
+        self.destinations = SqlDestinationRepository(conn)
         self.tenants = SqlTenantRepository(conn)
         self.retention = SqlRetentionRepository(conn)
         return await super().__aenter__()

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, default_entitlements, rotation_grace
-from scheduler.entrypoints.api import apply, health, schedules, versions
+from scheduler.entrypoints.api import apply, destinations, health, schedules, versions
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.entrypoints.api.problems import install_problem_handlers
@@ -21,6 +21,7 @@ from scheduler.service_layer.apply import (
     DEFAULT_APPLY_TIMEOUT_SECONDS,
     DEFAULT_MAX_APPLY_REQUEST_BYTES,
 )
+from servicekit.flow import DestinationPolicy
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
@@ -42,6 +43,11 @@ OPENAPI_TAGS = [
         "description": "Schedule definitions and state, their secrets and planned occurrences.",
     },
     {"name": "runs", "description": "Runs of a schedule: trigger, history, replay, backfill."},
+    {
+        "name": "destinations",
+        "description": "Flow control per destination (host:port): the tenant's limits and "
+        "the destination's live state.",
+    },
     HEALTH_TAG,
 ]
 
@@ -83,6 +89,7 @@ def create_app(
     app.include_router(apply.router)  # before /{schedule_id}: its path is a literal
     app.include_router(schedules.router)
     app.include_router(versions.router)
+    app.include_router(destinations.router)
     app.add_middleware(
         BodyLimitMiddleware,
         limit=max_request_bytes,
@@ -123,6 +130,11 @@ def app_from_container(
         metrics=Metrics(registry or CollectorRegistry()),
         ensure_writable=container.ensure_writable,
         watchdog=watchdog,
+        destination_defaults=DestinationPolicy(
+            container.settings.destination_max_in_flight,
+            container.settings.destination_per_second,
+        ),
+        max_destinations=container.settings.max_destinations,
     )
     startup: list[Hook] = [container.migrate] if migrate_on_start else []
     app = create_app(
