@@ -264,6 +264,7 @@ async def test_hanging_receiver_times_out_and_does_not_stall_others(
         while len(receiver.ids_at("/ok")) < 20:
             # Runs the destination's limit deferred come due again (flow control).
             mclock.advance(seconds=1)
+            await d.pipeline.write_once()  # ended attempts are no longer in flight
             await d.pipeline.pump()
             await asyncio.sleep(0.01)
 
