@@ -31,7 +31,7 @@ everywhere.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -63,9 +63,14 @@ RECOVERY_PER_SECOND = 1.0
 ADAPTIVE_TTL_SECONDS = 300.0
 BURST_SECONDS = 1.0
 SLOT_WAIT_SECONDS = 0.1
-"""A run that found the destination's in-flight limit reached is due again after this, times
-its turn among the deferred (a slot frees when an attempt ends: unknown when, so spread)."""
+"""A run that found the destination's in-flight limit reached is due again after this (or the
+destination's attempt duration, if longer), times its turn among the deferred: a slot frees
+when an attempt ends, so the deferred come back about when slots free instead of spinning
+(the dispatcher also makes them due at once when its own attempts there end)."""
 SLOT_WAIT_MAX_SECONDS = 2.0
+MAX_RESERVE_SECONDS = 300.0
+"""How far ahead tokens may be reserved for deferred runs (the bucket's debt, in seconds of
+the rate)."""
 MAX_DESTINATION_CHARS = 261  # 253 (a DNS name) + ':' + 5 digits + 2 (IPv6 brackets)
 
 
@@ -258,44 +263,81 @@ class Admission:
     due_again: list[datetime]
     """When each of the others (wanted - granted, in order) should be due again."""
     state: FlowState
-    """The state with the granted tokens taken."""
+    """The state with the granted (and reserved) tokens taken."""
+    for_slot: list[bool] = field(default_factory=list)
+    """Per deferred run: True when it waits for an in-flight slot (not for a hold or a token),
+    so an attempt's end may make it due sooner than `due_again`."""
+    reserved: list[bool] = field(default_factory=list)
+    """Per deferred run: True when it holds a token (taken now, for its instant): it comes
+    back as one of the next call's `prepaid`."""
 
 
 def admit(
-    policy: DestinationPolicy, state: FlowState, now: datetime, *, in_flight: int, wanted: int
+    policy: DestinationPolicy,
+    state: FlowState,
+    now: datetime,
+    *,
+    in_flight: int,
+    wanted: int,
+    prepaid: int = 0,
+    reserve: bool = False,
+    slot_seconds: float = SLOT_WAIT_SECONDS,
 ) -> Admission:
     """How many of `wanted` attempts to one destination may start now, `in_flight` being those
-    already under way there (every worker's)."""
+    already under way there (every worker's). The first `prepaid` of them hold a token
+    reserved earlier (they need a slot only). `reserve`: a run deferred for want of a token
+    takes the next one now (the bucket goes into debt, at most `MAX_RESERVE_SECONDS` of the
+    rate) and is due at its instant, so the next claim's runs queue behind it instead of
+    colliding with it. `slot_seconds`: how long an attempt there takes (a run deferred for a
+    slot comes back about then, times its turn; at most `SLOT_WAIT_MAX_SECONDS`)."""
     state = state.live(now)
     if wanted <= 0:
         return Admission(0, [], state)
     if state.held_until is not None:  # live(): still in the future
-        return Admission(0, [state.held_until] * wanted, state)
+        return Admission(0, [state.held_until] * wanted, state, [False] * wanted, [False] * wanted)
     slots = max(policy.max_in_flight - in_flight, 0)
+    prepaid = min(max(prepaid, 0), wanted)
     rate = effective_rate(policy, state)
     if rate is None:
         granted = min(slots, wanted)
-        return Admission(granted, _slot_waits(now, wanted - granted, policy), state)
+        n = wanted - granted
+        slot_waits = [
+            now + timedelta(seconds=_slot_wait_seconds(k, policy, slot_seconds)) for k in range(n)
+        ]
+        return Admission(granted, slot_waits, state, [True] * n, [False] * n)
     burst = _burst(rate)
     tokens = burst if state.tokens is None or state.tokens_at is None else state.tokens
     if state.tokens_at is not None:
         tokens = min(burst, tokens + rate * max((now - state.tokens_at).total_seconds(), 0.0))
-    granted = min(slots, wanted, math.floor(tokens + 1e-9))
-    left = tokens - granted
+    granted = min(slots, prepaid)
+    fresh = max(min(slots - granted, wanted - prepaid, math.floor(tokens + 1e-9)), 0)
+    granted += fresh
+    tokens -= fresh
+    left = tokens
     waits: list[datetime] = []
-    for k in range(wanted - granted):
-        # The k-th deferred run's token arrives after (k + 1 - left) / rate seconds; a run
-        # that had a token but no slot waits for a slot, no sooner than its token.
-        token_at = max((k + 1 - left) / rate, 0.0)
-        slot_at = _slot_wait_seconds(k, policy) if granted + k >= slots else 0.0
+    for_slot: list[bool] = []
+    reserved: list[bool] = []
+    floor = -rate * MAX_RESERVE_SECONDS
+    for k, i in enumerate(range(granted, wanted)):
+        slot_at = _slot_wait_seconds(k, policy, slot_seconds) if i >= slots else 0.0
+        if i < prepaid:  # holds its token: waits for a slot only
+            token_at, has = 0.0, True
+        elif reserve and tokens - 1 >= floor:
+            token_at, has = max((1 - tokens) / rate, 0.0), True
+            tokens -= 1
+        elif reserve:  # the debt is at its bound: come back when it has been paid off
+            token_at, has = MAX_RESERVE_SECONDS, False
+        else:
+            # The k-th deferred run's token arrives after (k + 1 - left) / rate seconds.
+            token_at, has = max((k + 1 - left) / rate, 0.0), False
         waits.append(now + timedelta(seconds=max(token_at, slot_at)))
-    return Admission(granted, waits, replace(state, tokens=left, tokens_at=now))
+        for_slot.append(slot_at > token_at)
+        reserved.append(has)
+    state = replace(state, tokens=tokens, tokens_at=now)
+    return Admission(granted, waits, state, for_slot, reserved)
 
 
-def _slot_wait_seconds(k: int, policy: DestinationPolicy) -> float:
+def _slot_wait_seconds(k: int, policy: DestinationPolicy, slot_seconds: float) -> float:
     turn = 1 + k // policy.max_in_flight
-    return min(SLOT_WAIT_SECONDS * turn, SLOT_WAIT_MAX_SECONDS)
-
-
-def _slot_waits(now: datetime, n: int, policy: DestinationPolicy) -> list[datetime]:
-    return [now + timedelta(seconds=_slot_wait_seconds(k, policy)) for k in range(n)]
+    base = min(max(slot_seconds, SLOT_WAIT_SECONDS), SLOT_WAIT_MAX_SECONDS)
+    return min(base * turn, SLOT_WAIT_MAX_SECONDS)

@@ -223,3 +223,40 @@ def test_adaptive_rate_stays_in_bounds(signals: list[Signal], observed: float) -
             assert 0.1 <= s.current_rate < 50
         if s.held_until is not None:
             assert s.held_until <= at(i) + timedelta(seconds=MAX_HOLD_SECONDS)
+
+
+def test_admit_says_which_deferred_runs_wait_for_a_slot() -> None:
+    policy = DestinationPolicy(max_in_flight=2)
+    a = admit(policy, NO_STATE, T0, in_flight=0, wanted=6)
+    assert a.granted == 2
+    assert a.for_slot == [True] * 4
+    # Turns come about one attempt's duration apart (the limit's worth per turn), bounded.
+    a = admit(policy, NO_STATE, T0, in_flight=0, wanted=6, slot_seconds=0.5)
+    assert a.due_again == [at(0.5), at(0.5), at(1.0), at(1.0)]
+    a = admit(policy, NO_STATE, T0, in_flight=0, wanted=6, slot_seconds=60)
+    assert a.due_again == [at(2.0)] * 4
+    # Waiting for a token (not a slot) or for a hold's end: not a slot waiter.
+    paced = admit(DestinationPolicy(100, 1.0), NO_STATE, T0, in_flight=0, wanted=3)
+    assert paced.granted == 1
+    assert paced.for_slot == [False, False]
+    held = admit(policy, FlowState(held_until=at(9)), T0, in_flight=0, wanted=2)
+    assert held.for_slot == [False, False]
+
+
+def test_reserved_tokens_queue_the_next_claims_behind_the_first() -> None:
+    """Deferred runs take their tokens now (the bucket in debt), so a second claim's runs are
+    due after the first's, not at the same instants; a reserved run needs a slot only."""
+    policy = DestinationPolicy(max_in_flight=100, per_second=10)
+    a = admit(policy, NO_STATE, T0, in_flight=0, wanted=15, reserve=True)
+    assert a.granted == 10
+    assert a.due_again == [at(0.1 * k) for k in range(1, 6)]
+    assert a.reserved == [True] * 5
+    b = admit(policy, a.state, T0, in_flight=0, wanted=5, reserve=True)
+    assert b.granted == 0
+    assert b.due_again == [at(0.1 * k) for k in range(6, 11)]
+    # At its instant a reserved run goes (prepaid), with no token of the bucket's.
+    c = admit(policy, b.state, at(0.1), in_flight=0, wanted=2, prepaid=1, reserve=True)
+    assert c.granted == 1
+    assert c.due_again == [at(1.1)]
+    # Starts plus reservations never outrun the rate: 10 (burst) + 10/s x 0.1 s + 1 more.
+    assert c.state.tokens == pytest.approx(-10.0)

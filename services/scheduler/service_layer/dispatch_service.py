@@ -244,7 +244,14 @@ class RunLeases:
     async def write(self, completions: Sequence[Completion]) -> list[str]:
         now = self.clock()
         answers = self.flow.take([c.run.id for c in completions])
-        report = await settle_completions(self.uows, completions, now)
+        report = await settle_completions(
+            self.uows,
+            completions,
+            now,
+            # Runs deferred for the slots these free are due at once, in the same commit.
+            before_commit=lambda uow, written: self.flow.wake_waiters(uow, written, now),
+        )
+        self.flow.forget(report.lost)
         self.run_log.settled(completions, report.lost, now)
         await self._react(answers, set(report.lost), now)
         if report.paused:
@@ -354,7 +361,7 @@ class RunDispatcher:
                 outcome.status_code,
                 outcome.retry_after_seconds,
             )
-            self.flow.note(run.id, answer)
+            self.flow.note(run.id, answer, (now - outcome.started_at).total_seconds())
         delay = retry_delay(run, spec, outcome, now, self.rng)
         run.record_attempt(owner, outcome, now, delay, claimed.facts)
         self.observer.attempt(_outcome_label(outcome))

@@ -61,6 +61,15 @@ from servicekit.flow import (
 
 log = logging.getLogger("scheduler.flow")
 Claimed = ClaimedRun[DeliverySpec]
+MAX_SLOT_WAITERS = 10_000
+"""Runs deferred for a slot that this worker remembers (to make them due when a slot frees)."""
+MAX_RESERVED = 100_000
+"""Tokens reserved for deferred runs that this worker remembers. A run another worker claims
+takes a token of its own there (never more than the rate: at worst one token is wasted)."""
+MAX_ADMITTED = 100_000
+"""Runs admitted and not yet written that this worker remembers (far more than it holds)."""
+DURATION_WEIGHT = 0.2
+"""Weight of the newest attempt in a destination's average attempt duration."""
 RECOVERY_WRITE_SECONDS = 1.0
 """Fine answers write an adaptive destination's recovery at most this often per worker."""
 MAX_KNOWN_ADAPTIVE = 10_000
@@ -86,13 +95,64 @@ class FlowGate:
     """Destinations with an adaptive rate, as the claims read them -> last recovery write."""
     _answers: dict[str, Answer] = field(default_factory=dict)
     """Answers of attempts not yet written, by run id (as many as the pipeline holds)."""
+    _admitted: dict[str, Key] = field(default_factory=dict)
+    """Runs this worker's claims let start, not yet written -> their destination."""
+    _waiters: dict[Key, dict[str, None]] = field(default_factory=dict)
+    """Runs this worker deferred for a slot, per destination, in turn order."""
+    _reserved: dict[str, Key] = field(default_factory=dict)
+    """Runs this worker deferred with a token reserved for them (taken from the bucket)."""
+    _durations: dict[Key, float] = field(default_factory=dict)
+    """A destination's average attempt duration (seconds), as this worker saw it."""
 
-    def note(self, run_id: str, answer: Answer) -> None:
+    def note(self, run_id: str, answer: Answer, duration_seconds: float) -> None:
         self._answers[run_id] = answer
+        if answer.key in self._durations or len(self._durations) < MAX_KNOWN_ADAPTIVE:
+            before = self._durations.get(answer.key, duration_seconds)
+            w = DURATION_WEIGHT
+            self._durations[answer.key] = (1 - w) * before + w * max(duration_seconds, 0.0)
 
     def take(self, run_ids: Sequence[str]) -> list[Answer]:
         """The answers of these runs, forgotten here (their completions are being written)."""
         return [a for i in run_ids if (a := self._answers.pop(i, None)) is not None]
+
+    async def wake_waiters(self, uow: UnitOfWork, written: Sequence[str], now: datetime) -> int:
+        """In the settle's transaction: for each slot the written runs free at a destination,
+        one run this worker deferred there for a slot is due now (not at its spread wait), so
+        a destination with runs waiting is not left idle. Other workers' slots free theirs."""
+        freed: dict[Key, int] = {}
+        for run_id in written:
+            key = self._admitted.pop(run_id, None)
+            if key is not None:
+                freed[key] = freed.get(key, 0) + 1
+        ids: list[str] = []
+        for key, n in freed.items():
+            waiting = self._waiters.get(key)
+            while waiting and n > 0:
+                ids.append(next(iter(waiting)))
+                del waiting[ids[-1]]
+                n -= 1
+            if waiting is not None and not waiting:
+                del self._waiters[key]
+        return await uow.destinations.wake_runs(ids, now) if ids else 0
+
+    def forget(self, run_ids: Sequence[str]) -> None:
+        """Runs whose lease this worker lost: their slot is not its to free."""
+        for run_id in run_ids:
+            self._admitted.pop(run_id, None)
+
+    def _remember(self, key: Key, granted: Sequence[Claimed], waiting: Sequence[str]) -> None:
+        waiters = self._waiters.get(key)
+        if len(self._admitted) >= MAX_ADMITTED:  # attempts that raised are never written
+            self._admitted.clear()
+        for c in granted:
+            self._admitted[c.run.id] = key
+            if waiters is not None:
+                waiters.pop(c.run.id, None)
+        if not waiting:
+            return
+        room = MAX_SLOT_WAITERS - sum(len(w) for w in self._waiters.values())
+        if room >= len(waiting):
+            self._waiters.setdefault(key, {}).update(dict.fromkeys(waiting))
 
     def key_of(self, c: Claimed) -> Key | None:
         if c.verdict is not Verdict.ATTEMPT or c.spec is None:
@@ -113,18 +173,42 @@ class FlowGate:
         if not groups:
             return list(decided)
         keys = sorted(groups)
-        records = await uow.destinations.lock_for_claim(keys)
-        counts = await uow.destinations.in_flight(keys, excluding_owner=owner)
+        if len(self._reserved) >= MAX_RESERVED:  # runs deleted meanwhile never come back
+            self._reserved.clear()
+        records, counts = await uow.destinations.lock_for_claim(keys, owner)
         deferred: set[str] = set()
         deferrals: list[Deferral] = []
         tokens: dict[Key, FlowState] = {}
         for key in keys:
             group, rec = groups[key], records.get(key)
             policy, state = self._policy_state(key, rec)
-            a = admit(policy, state, now, in_flight=counts.get(key, 0), wanted=len(group))
-            for c, due in zip(group[a.granted :], a.due_again, strict=True):
+            # Runs holding a token this worker reserved go first (they need a slot only).
+            group.sort(key=lambda c: c.run.id not in self._reserved)
+            prepaid = sum(1 for c in group if c.run.id in self._reserved)
+            a = admit(
+                policy,
+                state,
+                now,
+                in_flight=counts.get(key, 0),
+                wanted=len(group),
+                prepaid=prepaid,
+                reserve=True,
+                slot_seconds=self._durations.get(key, 0.0),
+            )
+            waiting: list[str] = []
+            later = zip(group[a.granted :], a.due_again, a.for_slot, a.reserved, strict=True)
+            for c, due, for_slot, reserved in later:
                 deferred.add(c.run.id)
                 deferrals.append(Deferral(c.run.id, owner, due))
+                if for_slot:
+                    waiting.append(c.run.id)
+                if reserved:
+                    self._reserved[c.run.id] = key
+                else:
+                    self._reserved.pop(c.run.id, None)
+            for c in group[: a.granted]:
+                self._reserved.pop(c.run.id, None)
+            self._remember(key, group[: a.granted], waiting)
             if a.state.tokens_at == now and a.state != state:
                 tokens[key] = a.state
         await uow.destinations.save_states(tokens, now)

@@ -56,9 +56,12 @@ class DestinationRepository(Protocol):
         """Leased runs per destination (every worker's), those of `excluding_owner` aside."""
         ...
 
-    async def lock_for_claim(self, keys: Sequence[Key]) -> dict[Key, DestinationRecord]:
+    async def lock_for_claim(
+        self, keys: Sequence[Key], owner: str
+    ) -> tuple[dict[Key, DestinationRecord], dict[Key, int]]:
         """Serialise the claims of these destinations until commit (PostgreSQL: advisory
-        locks, in key order) and read their rows (locked)."""
+        locks, in key order), then read their rows (locked) and their leased runs, every
+        worker's but `owner`'s (the claim's own), as of after the locks."""
         ...
 
     async def lock_for_update(self, keys: Sequence[Key]) -> dict[Key, DestinationRecord]:
@@ -71,6 +74,11 @@ class DestinationRepository(Protocol):
 
     async def defer_runs(self, deferrals: Sequence[Deferral]) -> int:
         """Hand claimed runs back pending, due at `due_at`, with no attempt counted."""
+        ...
+
+    async def wake_runs(self, run_ids: Sequence[str], now: datetime) -> int:
+        """Make these deferred runs due at `now` (those still waiting: pending or retrying,
+        leased to nobody, due later)."""
         ...
 
     async def hold_pending(self, key: Key, until: datetime) -> int:

@@ -12,7 +12,7 @@ run parked to wait in this group whose predecessor is no longer unfinished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,7 +20,7 @@ from scheduler.domain.run import Run, RunStatus
 from scheduler.domain.versions import Actor, Source
 from scheduler.service_layer.breaker import apply_breaker
 from scheduler.service_layer.run_ports import Completion
-from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 __all__ = ["Completion", "SettleReport", "settle_completions"]
 
@@ -37,8 +37,14 @@ class SettleReport:
 
 
 async def settle_completions(
-    uows: UnitOfWorkFactory, completions: Sequence[Completion], now: datetime
+    uows: UnitOfWorkFactory,
+    completions: Sequence[Completion],
+    now: datetime,
+    *,
+    before_commit: Callable[[UnitOfWork, list[str]], Awaitable[object]] | None = None,
 ) -> SettleReport:
+    """`before_commit(uow, written ids)`: more writes in the settle's transaction (flow
+    control makes runs waiting for the slots these free due at once, in the same commit)."""
     if not completions:
         return SettleReport([], [], [])
     async with uows(Actor.system(Source.BREAKER)) as uow:
@@ -62,6 +68,8 @@ async def settle_completions(
             freed += [r.schedule_id for r in parked if not earlier.get(r.id)]
         if freed:
             await uow.runs.wake_waiting(freed, now)
+        if before_commit is not None:
+            await before_commit(uow, [c.run.id for c in kept])
         await uow.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)
 

@@ -58,7 +58,9 @@ async def test_put_get_list_delete(client: httpx.AsyncClient) -> None:
         ("example.com:80", {}),
     ],
 )
-async def test_invalid_is_422(client: httpx.AsyncClient, path: str, body: dict[str, object]) -> None:
+async def test_invalid_is_422(
+    client: httpx.AsyncClient, path: str, body: dict[str, object]
+) -> None:
     r = await client.put(URL + path, json=body, headers=auth())
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("application/problem+json")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -161,3 +161,55 @@ async def test_retry_after_holds_the_destination_not_the_others(
         await d.pipeline.drain()
     st = await statuses(container)
     assert sum(1 for s, n in st.values() if s == "succeeded" and n == 1) == len(same) + len(other)
+
+
+async def due_now(container: Container, at: datetime) -> int:
+    async with container.engine.connect() as conn:
+        q = (
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(runs.c.status == "pending", runs.c.next_attempt_at <= at)
+        )
+        return int((await conn.execute(q)).scalar_one())
+
+
+async def test_an_attempts_end_makes_a_run_waiting_for_its_slot_due_at_once(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    """A run deferred for a slot is due again at its spread wait; when one of this worker's
+    attempts there ends first, the settle makes one waiting run due at once (in its commit),
+    so the destination is not left idle while runs wait. The clock does not move here."""
+    first = None
+    for i in range(5):
+        s = await add_schedule(container, receiver.url("/ok"), name=f"s{i}")
+        first = first or s
+    assert first is not None
+    assert first.next_run_at is not None
+    mclock.set(first.next_run_at)
+    await plan_due(uows, now=mclock(), settings=PLAN)
+    async with uows() as uow:
+        await uow.destinations.put_policy(
+            TENANT, destination_of(receiver), DestinationPolicy(2), mclock()
+        )
+        await uow.commit()
+    d = make_dispatcher(container, uows, deliverer, concurrency=16)
+    claimed, _ = await d.pipeline.pump()
+    assert claimed == 2
+    assert d.flow.deferred == 3
+    assert await due_now(container, mclock()) == 0  # the 3 wait for a slot, due later
+    await d.pipeline.drain()  # the 2 attempts end: 2 slots free, 2 waiting runs due now
+    assert await due_now(container, mclock()) == 2
+    claimed, _ = await d.pipeline.pump()
+    assert claimed == 2
+    assert d.flow.deferred == 3
+    await d.pipeline.drain()
+    assert await due_now(container, mclock()) == 1
+    await d.pipeline.pump()
+    await d.pipeline.drain()
+    st = await statuses(container)
+    assert sorted(s for s, _ in st.values()) == ["succeeded"] * 5
+    assert all(n == 1 for _, n in st.values())

@@ -23,19 +23,39 @@ from scheduler.adapters.db.tables import LEASED_SQL, LIVE_DUE_SQL, destinations,
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
+from servicekit.data.database import asyncpg_connection
 from servicekit.flow import DestinationPolicy, FlowState
 
+_STATE_COLUMNS = ("held_until", "current_rate", "rate_at", "cut_at", "tokens", "tokens_at")
 # The claim's turns per destination: the two-int advisory lock space, this namespace apart
 # (repository.TENANT_SCHEDULES_LOCK_NAMESPACE is another).
 DESTINATION_LOCK_NAMESPACE = 0x0F10
-_LOCK = sa.text(
-    "SELECT pg_advisory_xact_lock(:ns, k) FROM unnest(CAST(:keys AS int[])) WITH ORDINALITY"
+# The claim's gate on asyncpg directly (constant SQL, prepared once per connection; no
+# SQLAlchemy compile of a per-batch OR of keys): the locks, then ONE read whose snapshot is taken
+# after them (READ COMMITTED: a claim of these destinations committed meanwhile is seen) of each
+# key's row (locked: a reaction may be writing its state) and its leased runs of other claims.
+_LOCK_PG = (
+    "SELECT pg_advisory_xact_lock($1::int, k) FROM unnest($2::int[]) WITH ORDINALITY"
     " AS t(k, n) ORDER BY n"
 )
+_GATE_COLUMNS = ("configured", "max_in_flight", "per_second", "updated_at")
+_GATE_READ_PG = f"""
+WITH k AS (SELECT * FROM unnest($1::text[], $2::text[]) AS k(t, d)),
+locked AS (
+  SELECT destinations.* FROM destinations JOIN k
+    ON destinations.tenant_id = k.t AND destinations.destination = k.d
+  ORDER BY destinations.tenant_id, destinations.destination
+  FOR UPDATE OF destinations
+)
+SELECT k.t AS tenant_id, k.d AS destination, locked.tenant_id IS NOT NULL AS found,
+  {", ".join(f"locked.{c}" for c in (*_GATE_COLUMNS, *_STATE_COLUMNS))},
+  (SELECT count(*) FROM runs WHERE {LEASED_SQL} AND runs.tenant_id = k.t
+     AND runs.destination = k.d AND runs.lease_owner <> $3::text) AS in_flight
+FROM k LEFT JOIN locked ON locked.tenant_id = k.t AND locked.destination = k.d
+"""  # noqa: S608 (only this module's constants are formatted in)
 # How many pending runs one hold moves per statement (a tenant's backlog to one destination is
 # bounded by its quotas; the rest meet the hold at their claim).
 HOLD_BATCH = 10_000
-_STATE_COLUMNS = ("held_until", "current_rate", "rate_at", "cut_at", "tokens", "tokens_at")
 
 
 def lock_key(tenant_id: str, destination: str) -> int:
@@ -143,14 +163,29 @@ class SqlDestinationRepository:
             q = q.where(runs.c.lease_owner != excluding_owner)
         return {(str(t), str(d)): int(n) for t, d, n in await self.conn.execute(q)}
 
-    async def lock_for_claim(self, keys: Sequence[Key]) -> dict[Key, DestinationRecord]:
+    async def lock_for_claim(
+        self, keys: Sequence[Key], owner: str
+    ) -> tuple[dict[Key, DestinationRecord], dict[Key, int]]:
         keys = sorted(set(keys))
         if not keys:
-            return {}
-        if self.is_postgres:
-            ordered = sorted({lock_key(t, d) for t, d in keys})
-            await self.conn.execute(_LOCK, {"ns": DESTINATION_LOCK_NAMESPACE, "keys": ordered})
-        return await self.lock_for_update(keys)
+            return {}, {}
+        if not self.is_postgres:  # one writer: the claims are serialised already
+            return await self.lock_for_update(keys), await self.in_flight(
+                keys, excluding_owner=owner
+            )
+        db = await asyncpg_connection(self.conn)
+        ordered = sorted({lock_key(t, d) for t, d in keys})
+        await db.execute(_LOCK_PG, DESTINATION_LOCK_NAMESPACE, ordered)
+        rows = await db.fetch(_GATE_READ_PG, [t for t, _ in keys], [d for _, d in keys], owner)
+        records: dict[Key, DestinationRecord] = {}
+        counts: dict[Key, int] = {}
+        for r in rows:
+            key = (r["tenant_id"], r["destination"])
+            if r["in_flight"]:
+                counts[key] = int(r["in_flight"])
+            if r["found"]:
+                records[key] = _record(r)
+        return records, counts
 
     async def lock_for_update(self, keys: Sequence[Key]) -> dict[Key, DestinationRecord]:
         keys = sorted(set(keys))
@@ -210,6 +245,20 @@ class SqlDestinationRepository:
         ]
         await self.conn.execute(stmt, params)
         return len(params)
+
+    async def wake_runs(self, run_ids: Sequence[str], now: datetime) -> int:
+        if not run_ids:
+            return 0
+        at = sa.literal(now, UTCDateTime())
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.id.in_(sorted(set(run_ids))))  # id order, as every run write
+            .where(runs.c.status.in_([RunStatus.PENDING.value, RunStatus.RETRYING.value]))
+            .where(runs.c.lease_owner.is_(None))
+            .where(runs.c.next_attempt_at > at)
+            .values(next_attempt_at=at)
+        )
+        return rowcount(await self.conn.execute(stmt))
 
     async def hold_pending(self, key: Key, until: datetime) -> int:
         tenant_id, destination = key
