@@ -267,9 +267,9 @@ class Admission:
     for_slot: list[bool] = field(default_factory=list)
     """Per deferred run: True when it waits for an in-flight slot (not for a hold or a token),
     so an attempt's end may make it due sooner than `due_again`."""
-    reserved: list[bool] = field(default_factory=list)
-    """Per deferred run: True when it holds a token (taken now, for its instant): it comes
-    back as one of the next call's `prepaid`."""
+    reserved: list[datetime | None] = field(default_factory=list)
+    """Per deferred run: the instant from which the token taken for it now is its (it comes
+    back as one of a later call's `prepaid`), or None when it holds none."""
 
 
 def admit(
@@ -285,26 +285,31 @@ def admit(
 ) -> Admission:
     """How many of `wanted` attempts to one destination may start now, `in_flight` being those
     already under way there (every worker's). The first `prepaid` of them hold a token
-    reserved earlier (they need a slot only). `reserve`: a run deferred for want of a token
-    takes the next one now (the bucket goes into debt, at most `MAX_RESERVE_SECONDS` of the
-    rate) and is due at its instant, so the next claim's runs queue behind it instead of
-    colliding with it. `slot_seconds`: how long an attempt there takes (a run deferred for a
-    slot comes back about then, times its turn; at most `SLOT_WAIT_MAX_SECONDS`)."""
+    reserved earlier for an instant now past (they need a slot only; a hold gives their
+    tokens back). `reserve`: a run deferred for want of a token takes the next one now (the
+    bucket goes into debt, at most `MAX_RESERVE_SECONDS` of the rate) and is due at its
+    instant, so the next claim's runs queue behind it instead of colliding with it.
+    `slot_seconds`: how long an attempt there takes (a run deferred for a slot comes back
+    about then, times its turn; at most `SLOT_WAIT_MAX_SECONDS`)."""
     state = state.live(now)
     if wanted <= 0:
         return Admission(0, [], state)
-    if state.held_until is not None:  # live(): still in the future
-        return Admission(0, [state.held_until] * wanted, state, [False] * wanted, [False] * wanted)
-    slots = max(policy.max_in_flight - in_flight, 0)
     prepaid = min(max(prepaid, 0), wanted)
     rate = effective_rate(policy, state)
+    until = state.held_until
+    if until is not None:  # live(): still in the future
+        if prepaid and rate is not None and state.tokens is not None:
+            # Their reserved tokens go back: after the hold they take fresh ones.
+            state = replace(state, tokens=min(state.tokens + prepaid, _burst(rate)))
+        return Admission(0, [until] * wanted, state, [False] * wanted, [None] * wanted)
+    slots = max(policy.max_in_flight - in_flight, 0)
     if rate is None:
         granted = min(slots, wanted)
         n = wanted - granted
         slot_waits = [
             now + timedelta(seconds=_slot_wait_seconds(k, policy, slot_seconds)) for k in range(n)
         ]
-        return Admission(granted, slot_waits, state, [True] * n, [False] * n)
+        return Admission(granted, slot_waits, state, [True] * n, [None] * n)
     burst = _burst(rate)
     tokens = burst if state.tokens is None or state.tokens_at is None else state.tokens
     if state.tokens_at is not None:
@@ -316,7 +321,7 @@ def admit(
     left = tokens
     waits: list[datetime] = []
     for_slot: list[bool] = []
-    reserved: list[bool] = []
+    reserved: list[datetime | None] = []
     floor = -rate * MAX_RESERVE_SECONDS
     for k, i in enumerate(range(granted, wanted)):
         slot_at = _slot_wait_seconds(k, policy, slot_seconds) if i >= slots else 0.0
@@ -332,7 +337,7 @@ def admit(
             token_at, has = max((k + 1 - left) / rate, 0.0), False
         waits.append(now + timedelta(seconds=max(token_at, slot_at)))
         for_slot.append(slot_at > token_at)
-        reserved.append(has)
+        reserved.append(now + timedelta(seconds=token_at) if has else None)
     state = replace(state, tokens=tokens, tokens_at=now)
     return Admission(granted, waits, state, for_slot, reserved)
 

@@ -99,8 +99,9 @@ class FlowGate:
     """Runs this worker's claims let start, not yet written -> their destination."""
     _waiters: dict[Key, dict[str, None]] = field(default_factory=dict)
     """Runs this worker deferred for a slot, per destination, in turn order."""
-    _reserved: dict[str, Key] = field(default_factory=dict)
-    """Runs this worker deferred with a token reserved for them (taken from the bucket)."""
+    _reserved: dict[str, tuple[Key, datetime]] = field(default_factory=dict)
+    """Runs this worker deferred with a token reserved for them (taken from the bucket), and
+    the instant it is theirs."""
     _durations: dict[Key, float] = field(default_factory=dict)
     """A destination's average attempt duration (seconds), as this worker saw it."""
 
@@ -124,16 +125,18 @@ class FlowGate:
             key = self._admitted.pop(run_id, None)
             if key is not None:
                 freed[key] = freed.get(key, 0) + 1
-        ids: list[str] = []
+        due: list[tuple[str, datetime]] = []
         for key, n in freed.items():
             waiting = self._waiters.get(key)
             while waiting and n > 0:
-                ids.append(next(iter(waiting)))
-                del waiting[ids[-1]]
+                run_id = next(iter(waiting))
+                del waiting[run_id]
+                # No sooner than the instant of the token reserved for it.
+                due.append((run_id, max(self._reserved.get(run_id, (key, now))[1], now)))
                 n -= 1
             if waiting is not None and not waiting:
                 del self._waiters[key]
-        return await uow.destinations.wake_runs(ids, now) if ids else 0
+        return await uow.destinations.wake_runs(due) if due else 0
 
     def forget(self, run_ids: Sequence[str]) -> None:
         """Runs whose lease this worker lost: their slot is not its to free."""
@@ -182,7 +185,13 @@ class FlowGate:
         for key in keys:
             group, rec = groups[key], records.get(key)
             policy, state = self._policy_state(key, rec)
-            # Runs holding a token this worker reserved go first (they need a slot only).
+            # A run holding a token this worker reserved for a later instant (woken early by
+            # a slot's end) waits for it; those whose instant has come go first (prepaid).
+            early = [c for c in group if self._reserved.get(c.run.id, (key, now))[1] > now]
+            for c in early:
+                deferrals.append(Deferral(c.run.id, owner, self._reserved[c.run.id][1]))
+                deferred.add(c.run.id)
+            group = [c for c in group if c.run.id not in deferred]
             group.sort(key=lambda c: c.run.id not in self._reserved)
             prepaid = sum(1 for c in group if c.run.id in self._reserved)
             a = admit(
@@ -200,16 +209,16 @@ class FlowGate:
             for c, due, for_slot, reserved in later:
                 deferred.add(c.run.id)
                 deferrals.append(Deferral(c.run.id, owner, due))
-                if for_slot:
-                    waiting.append(c.run.id)
-                if reserved:
-                    self._reserved[c.run.id] = key
-                else:
+                if reserved is None:
                     self._reserved.pop(c.run.id, None)
+                elif c.run.id not in self._reserved:  # a prepaid one keeps its instant
+                    self._reserved[c.run.id] = (key, reserved)
+                if for_slot:  # a slot's end makes it due, at its token's instant at the earliest
+                    waiting.append(c.run.id)
             for c in group[: a.granted]:
                 self._reserved.pop(c.run.id, None)
             self._remember(key, group[: a.granted], waiting)
-            if a.state.tokens_at == now and a.state != state:
+            if (a.state.tokens, a.state.tokens_at) != (state.tokens, state.tokens_at):
                 tokens[key] = a.state
         await uow.destinations.save_states(tokens, now)
         await uow.destinations.defer_runs(deferrals)

@@ -76,9 +76,9 @@ class DestinationRepository(Protocol):
         """Hand claimed runs back pending, due at `due_at`, with no attempt counted."""
         ...
 
-    async def wake_runs(self, run_ids: Sequence[str], now: datetime) -> int:
-        """Make these deferred runs due at `now` (those still waiting: pending or retrying,
-        leased to nobody, due later)."""
+    async def wake_runs(self, due: Sequence[tuple[str, datetime]]) -> int:
+        """Make these deferred runs (id, when) due sooner (those still waiting: pending or
+        retrying, leased to nobody, due later than `when`)."""
         ...
 
     async def hold_pending(self, key: Key, until: datetime) -> int:

@@ -246,19 +246,26 @@ class SqlDestinationRepository:
         await self.conn.execute(stmt, params)
         return len(params)
 
-    async def wake_runs(self, run_ids: Sequence[str], now: datetime) -> int:
-        if not run_ids:
+    async def wake_runs(self, due: Sequence[tuple[str, datetime]]) -> int:
+        if not due:
             return 0
-        at = sa.literal(now, UTCDateTime())
+        at = sa.bindparam("b_at", type_=UTCDateTime())
         stmt = (
             sa.update(runs)
-            .where(runs.c.id.in_(sorted(set(run_ids))))  # id order, as every run write
-            .where(runs.c.status.in_([RunStatus.PENDING.value, RunStatus.RETRYING.value]))
+            .where(runs.c.id == sa.bindparam("b_id"))
+            .where(  # not IN: an expanding parameter cannot go with executemany
+                sa.or_(
+                    runs.c.status == RunStatus.PENDING.value,
+                    runs.c.status == RunStatus.RETRYING.value,
+                )
+            )
             .where(runs.c.lease_owner.is_(None))
             .where(runs.c.next_attempt_at > at)
             .values(next_attempt_at=at)
         )
-        return rowcount(await self.conn.execute(stmt))
+        params = [{"b_id": i, "b_at": when} for i, when in sorted(due)]  # id order
+        await self.conn.execute(stmt, params)
+        return len(params)
 
     async def hold_pending(self, key: Key, until: datetime) -> int:
         tenant_id, destination = key
