@@ -17,11 +17,15 @@ everywhere.
     one second so a burst does not look like an infinite rate). A 429 with Retry-After halves
     it too (a 429 is a rate signal either way; the hold is the destination's explicit ask on
     top); a 503 with Retry-After only holds (an outage is not a rate). Fine answers (2xx) make
-    it grow back by `RECOVERY_PER_SECOND` for each second since the last change, up to the
-    policy's rate (then the adaptive rate is dropped); without a policy rate the adaptive
-    rate expires `ADAPTIVE_TTL_SECONDS` after the last 429.
+    it grow back by `RECOVERY_PER_SECOND` (or `RECOVERY_FRACTION` of the policy's rate, if
+    more) for each second since the last change, up to the policy's rate (then the adaptive
+    rate is dropped); without a policy rate the adaptive rate expires `ADAPTIVE_TTL_SECONDS`
+    after the last 429. One cut per `CUT_GUARD_SECONDS`: the 429s of requests sent before a
+    cut do not cut again.
   - `tokens`/`tokens_at`: the token bucket of the effective rate (the lower of the policy's
-    and the adaptive one), refilled by time, at most `BURST_SECONDS` worth (at least 1).
+    and the adaptive one), refilled by time, at most `BURST_SECONDS` worth (at least 1); a
+    deferred run may reserve its token ahead (the bucket in debt, `MAX_RESERVE_SECONDS` at
+    most), so the runs of later claims queue behind it.
 - `admit` decides a claim: how many of `wanted` attempts may start now (not held, under
   `max_in_flight` with what is in flight, a token each), and when each of the others should be
   due again (the hold's end; the instant its token will be there; or a short spread wait for a
@@ -59,7 +63,9 @@ MAX_HOLD_SECONDS = 3600.0
 MIN_RATE = PER_SECOND[0]
 MAX_RATE = PER_SECOND[1]
 RECOVERY_PER_SECOND = 1.0
-"""Additive increase: requests/s gained for each second of fine answers."""
+"""Additive increase: requests/s gained for each second of fine answers (at least)."""
+RECOVERY_FRACTION = 0.1
+"""With a tenant's rate, the increase is at least this fraction of it per second."""
 ADAPTIVE_TTL_SECONDS = 300.0
 BURST_SECONDS = 1.0
 SLOT_WAIT_SECONDS = 0.1
@@ -68,9 +74,15 @@ destination's attempt duration, if longer), times its turn among the deferred: a
 when an attempt ends, so the deferred come back about when slots free instead of spinning
 (the dispatcher also makes them due at once when its own attempts there end)."""
 SLOT_WAIT_MAX_SECONDS = 2.0
-MAX_RESERVE_SECONDS = 300.0
+BEYOND_MAX_SECONDS = 10.0
+"""A deferred run beyond the reserved window is due again at its would-be instant, or after
+this at most: the rate may have changed by then (a collapsed adaptive rate recovers)."""
+CUT_GUARD_SECONDS = 1.0
+"""A 429 within this of the last cut does not cut again (it answers a request sent before)."""
+MAX_RESERVE_SECONDS = 2.0
 """How far ahead tokens may be reserved for deferred runs (the bucket's debt, in seconds of
-the rate)."""
+the rate). Short: an instant reserved at today's rate would hold a run back after the
+rate recovered; the runs beyond come back at their would-be instant and reserve then."""
 MAX_DESTINATION_CHARS = 261  # 253 (a DNS name) + ':' + 5 digits + 2 (IPv6 brackets)
 
 
@@ -227,6 +239,8 @@ def react(
         if state.held_until is None or until > state.held_until:
             state = replace(state, held_until=until)
     if signal in (Signal.SLOW_DOWN, Signal.SLOW_DOWN_AND_HOLD):
+        if state.cut_at is not None and (now - state.cut_at).total_seconds() < CUT_GUARD_SECONDS:
+            return state  # the 429s of requests sent before the last cut: one cut per second
         start = state.current_rate or policy.per_second or observed or MAX_RATE
         if policy.per_second is not None:
             start = min(start, policy.per_second)
@@ -234,9 +248,10 @@ def react(
         tokens = None if state.tokens is None else min(state.tokens, _burst(rate))
         return replace(state, current_rate=rate, rate_at=now, cut_at=now, tokens=tokens)
     if signal is Signal.FINE and state.current_rate is not None and state.rate_at is not None:
-        grown = state.current_rate + RECOVERY_PER_SECOND * max(
-            (now - state.rate_at).total_seconds(), 0.0
-        )
+        step = RECOVERY_PER_SECOND
+        if policy.per_second is not None:  # back to the tenant's rate in ~1 / fraction seconds
+            step = max(step, policy.per_second * RECOVERY_FRACTION)
+        grown = state.current_rate + step * max((now - state.rate_at).total_seconds(), 0.0)
         if policy.per_second is not None and grown >= policy.per_second:
             return replace(state, current_rate=None, rate_at=None, cut_at=None)
         return replace(state, current_rate=min(grown, MAX_RATE), rate_at=now)
@@ -323,6 +338,7 @@ def admit(
     for_slot: list[bool] = []
     reserved: list[datetime | None] = []
     floor = -rate * MAX_RESERVE_SECONDS
+    beyond = 0
     for k, i in enumerate(range(granted, wanted)):
         slot_at = _slot_wait_seconds(k, policy, slot_seconds) if i >= slots else 0.0
         if i < prepaid:  # holds its token: waits for a slot only
@@ -330,8 +346,10 @@ def admit(
         elif reserve and tokens - 1 >= floor:
             token_at, has = max((1 - tokens) / rate, 0.0), True
             tokens -= 1
-        elif reserve:  # the debt is at its bound: come back when it has been paid off
-            token_at, has = MAX_RESERVE_SECONDS, False
+        elif reserve:  # the debt is at its bound: back soon (the rate may change), no token
+            token_at = min((1 - tokens + beyond) / rate, BEYOND_MAX_SECONDS + beyond / MAX_RATE)
+            has = False
+            beyond += 1
         else:
             # The k-th deferred run's token arrives after (k + 1 - left) / rate seconds.
             token_at, has = max((k + 1 - left) / rate, 0.0), False

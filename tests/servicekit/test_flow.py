@@ -133,7 +133,7 @@ def test_fine_answers_recover_additively_and_state_expires() -> None:
     s = react(NO_STATE, policy, Signal.SLOW_DOWN, T0)
     assert s.current_rate == 10
     s = react(s, policy, Signal.FINE, at(3))
-    assert s.current_rate == pytest.approx(13)
+    assert s.current_rate == pytest.approx(16)  # +10% of the tenant's 20/s per second
     s = react(s, policy, Signal.FINE, at(20))  # reached the policy's rate: adaptive dropped
     assert s.current_rate is None
     assert s.empty
@@ -260,3 +260,16 @@ def test_reserved_tokens_queue_the_next_claims_behind_the_first() -> None:
     assert c.due_again == [at(1.1)]
     # Starts plus reservations never outrun the rate: 10 (burst) + 10/s x 0.1 s + 1 more.
     assert c.state.tokens == pytest.approx(-10.0)
+
+
+def test_one_cut_per_second_and_deferrals_come_back_within_bounds() -> None:
+    s = react(NO_STATE, DestinationPolicy(), Signal.SLOW_DOWN, T0, observed=40)
+    assert s.current_rate == 20
+    # The 429s of requests sent before the cut do not cut again.
+    assert react(s, DestinationPolicy(), Signal.SLOW_DOWN, at(0.5)).current_rate == 20
+    assert react(s, DestinationPolicy(), Signal.SLOW_DOWN, at(1)).current_rate == 10
+    # At a collapsed rate, runs beyond the reserved window come back within ~10 s.
+    slow = FlowState(current_rate=0.1, rate_at=T0, cut_at=T0)
+    a = admit(DestinationPolicy(), slow, T0, in_flight=0, wanted=50, reserve=True)
+    assert a.granted == 1
+    assert all(t <= at(11) for t in a.due_again[1:])
