@@ -58,7 +58,7 @@ from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
 from servicekit.runtime import event_loop
 from servicekit.runtime.gc_tuning import freeze_startup_heap
-from webhookdeliver import sign
+from webhookdeliver import endpoint_key, sign
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
@@ -178,6 +178,8 @@ async def _add_schedules(
                 "timezone": "UTC",
                 "action": "webhook",
                 "target": {"url": url, "headers": {}, "timeout_seconds": 10},
+                # What the repository writes with the target (flow control counts by it).
+                "destination": endpoint_key(url),
                 "payload": {"i": i},
                 "retry_policy": {
                     "max_attempts": 3,

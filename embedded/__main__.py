@@ -49,7 +49,7 @@ DEFAULT_SCHEDULER_PORT, DEFAULT_NOTIFICATION_PORT = 8089, 8088
 DEFAULT_CONSOLE_PORT = 8080
 # The notification API's prefixes on the one-origin gateway; everything else under /v1/schedules
 # is the scheduler's, the rest the console's.
-SCHEDULER_PREFIXES = ("/v1/schedules", "/v1/runs")
+SCHEDULER_PREFIXES = ("/v1/schedules", "/v1/runs", "/v1/destinations")
 NOTIFICATION_PREFIXES = ("/v1/subscriptions", "/v1/alert-contacts", "/v1/notifications")
 DEV_TENANT = "dev-tenant"
 DEV_SCOPES = ["schedules:read", "schedules:write", "notifications:read", "notifications:write"]

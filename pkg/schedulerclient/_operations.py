@@ -29,6 +29,9 @@ from schedulerclient.models import (
     CompleteOut,
     CompletionIn,
     DeliveryOut,
+    DestinationIn,
+    DestinationList,
+    DestinationOut,
     DstPolicy,
     JsonValue,
     LedgerItemOut,
@@ -134,6 +137,15 @@ GET_SCHEDULE_LEDGER = Operation(
     "getScheduleLedger",
     "GET",
     "/v1/schedules/{schedule_id}/ledger",
+    "scheduler",
+)
+LIST_DESTINATIONS = Operation("listDestinations", "GET", "/v1/destinations/", "scheduler")
+GET_DESTINATION = Operation("getDestination", "GET", "/v1/destinations/{destination}", "scheduler")
+PUT_DESTINATION = Operation("putDestination", "PUT", "/v1/destinations/{destination}", "scheduler")
+DELETE_DESTINATION = Operation(
+    "deleteDestination",
+    "DELETE",
+    "/v1/destinations/{destination}",
     "scheduler",
 )
 TRIGGER_SCHEDULE = Operation(
@@ -735,6 +747,88 @@ class SyncOperations:
                 cursor=cursor,
             ),
             max_pages,
+        )
+
+    def list_destinations(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DestinationList:
+        """The tenant's destinations with a policy or a live state, by destination. `GET
+        /v1/destinations/` (listDestinations).
+        """
+        data = self._send(
+            LIST_DESTINATIONS,
+            query={"limit": limit, "cursor": cursor},
+        )
+        return DestinationList.model_validate(data)
+
+    def iter_destinations(
+        self,
+        *,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> Iterator[DestinationOut]:
+        """Every item of `list_destinations`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return iterate_pages(
+            lambda cursor: self.list_destinations(
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
+
+    def get_destination(
+        self,
+        destination: str,
+    ) -> DestinationOut:
+        """A destination's limits and live state (the defaults when no policy is set). `GET
+        /v1/destinations/{destination}` (getDestination).
+        """
+        data = self._send(
+            GET_DESTINATION,
+            path={"destination": destination},
+        )
+        return DestinationOut.model_validate(data)
+
+    def put_destination(
+        self,
+        destination: str,
+        body: DestinationIn | Mapping[str, Any] | None = None,
+        *,
+        max_in_flight: int | Unset = UNSET,
+        per_second: float | Unset | None = UNSET,
+    ) -> DestinationOut:
+        """Set the tenant's limits for a destination (201 created, 200 updated). `PUT
+        /v1/destinations/{destination}` (putDestination).
+        """
+        data = self._send(
+            PUT_DESTINATION,
+            path={"destination": destination},
+            body=merge_body(
+                body,
+                {
+                    "max_in_flight": max_in_flight,
+                    "per_second": per_second,
+                },
+                required=True,
+            ),
+        )
+        return DestinationOut.model_validate(data)
+
+    def delete_destination(
+        self,
+        destination: str,
+    ) -> None:
+        """Drop the tenant's limits for a destination (the defaults apply again). `DELETE
+        /v1/destinations/{destination}` (deleteDestination).
+        """
+        self._send(
+            DELETE_DESTINATION,
+            path={"destination": destination},
         )
 
     def trigger_schedule(
@@ -1716,6 +1810,88 @@ class AsyncOperations:
                 cursor=cursor,
             ),
             max_pages,
+        )
+
+    async def list_destinations(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DestinationList:
+        """The tenant's destinations with a policy or a live state, by destination. `GET
+        /v1/destinations/` (listDestinations).
+        """
+        data = await self._send(
+            LIST_DESTINATIONS,
+            query={"limit": limit, "cursor": cursor},
+        )
+        return DestinationList.model_validate(data)
+
+    def iter_destinations(
+        self,
+        *,
+        limit: int | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> AsyncIterator[DestinationOut]:
+        """Every item of `list_destinations`, page after page (at most `max_pages`, else
+        PageLimitError).
+        """
+        return aiterate_pages(
+            lambda cursor: self.list_destinations(
+                limit=limit,
+                cursor=cursor,
+            ),
+            max_pages,
+        )
+
+    async def get_destination(
+        self,
+        destination: str,
+    ) -> DestinationOut:
+        """A destination's limits and live state (the defaults when no policy is set). `GET
+        /v1/destinations/{destination}` (getDestination).
+        """
+        data = await self._send(
+            GET_DESTINATION,
+            path={"destination": destination},
+        )
+        return DestinationOut.model_validate(data)
+
+    async def put_destination(
+        self,
+        destination: str,
+        body: DestinationIn | Mapping[str, Any] | None = None,
+        *,
+        max_in_flight: int | Unset = UNSET,
+        per_second: float | Unset | None = UNSET,
+    ) -> DestinationOut:
+        """Set the tenant's limits for a destination (201 created, 200 updated). `PUT
+        /v1/destinations/{destination}` (putDestination).
+        """
+        data = await self._send(
+            PUT_DESTINATION,
+            path={"destination": destination},
+            body=merge_body(
+                body,
+                {
+                    "max_in_flight": max_in_flight,
+                    "per_second": per_second,
+                },
+                required=True,
+            ),
+        )
+        return DestinationOut.model_validate(data)
+
+    async def delete_destination(
+        self,
+        destination: str,
+    ) -> None:
+        """Drop the tenant's limits for a destination (the defaults apply again). `DELETE
+        /v1/destinations/{destination}` (deleteDestination).
+        """
+        await self._send(
+            DELETE_DESTINATION,
+            path={"destination": destination},
         )
 
     async def trigger_schedule(

@@ -33,6 +33,9 @@ __all__ = [
     "CompletionOut",
     "DefinitionOut",
     "DeliveryOut",
+    "DestinationIn",
+    "DestinationList",
+    "DestinationOut",
     "DstAnnotation",
     "DstPolicy",
     "ErrorOut",
@@ -223,6 +226,40 @@ class CompletionOut(Model):
     mode: CompletionMode
     timeout_seconds: int | None = None
     min_duration_seconds: int | None = None
+
+
+class DestinationIn(Model):
+    max_in_flight: int
+    """attempts in flight at once, 1-100"""
+
+    per_second: float | None = None
+    """requests per second, 0.1-1000, or null: no rate"""
+
+
+class DestinationOut(Model):
+    destination: str
+
+    configured: bool
+    """false: the tenant set no policy, the defaults apply"""
+
+    max_in_flight: int
+    per_second: float | None
+
+    held_until: str | None
+    """a 429 or 503 with Retry-After holds the destination until then (<= 1 h)"""
+
+    current_rate: float | None
+    """the adaptive rate (requests/s) after a 429 without Retry-After; null: none"""
+
+    in_flight: int
+    """attempts under way now, every worker's"""
+
+    updated_at: str | None
+
+
+class DestinationList(Model):
+    items: list[DestinationOut]
+    next_cursor: str | None
 
 
 class ErrorOut(Model):

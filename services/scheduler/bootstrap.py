@@ -223,7 +223,11 @@ class WorkerOptions:
     def serving(cls, settings: SchedulerSettings) -> WorkerOptions:
         """Every worker of `scheduler serve`, configured from the settings."""
         return cls(
-            dispatch=DispatchSettings(concurrency=settings.dispatch_concurrency),
+            dispatch=DispatchSettings(
+                concurrency=settings.dispatch_concurrency,
+                # A destination's default in-flight limit, across every worker (flow control).
+                per_key_limit=settings.destination_max_in_flight,
+            ),
             planning=PlanningSettings(
                 lookahead=timedelta(seconds=settings.planner_lookahead_seconds)
             ),
@@ -273,7 +277,9 @@ def build_workers(
         allow_private_networks=settings.webhook_allow_private_networks,
         allowed_ports=settings.webhook_allowed_ports,
         connector_limit=max(d.concurrency, 10),
-        connector_limit_per_host=d.per_key_limit,
+        # A tenant's policy may allow more than the default per destination (flow control
+        # holds the limit across workers): the pool per host is the process's whole width.
+        connector_limit_per_host=max(d.concurrency, 10),
     )
     dispatcher = RunDispatcher(
         uows,
@@ -288,6 +294,7 @@ def build_workers(
         run_log=RunLog(verbose=settings.log_runs),
         max_lease_expiries=settings.max_lease_expiries,
         misfire_grace=options.planning.misfire_grace,  # one grace: the planner's
+        destination_per_second=settings.destination_per_second,
     )
     planner = PlannerWorker(
         uows,

@@ -82,8 +82,29 @@ class SchedulerSettings(ServiceSettings):
         PipelineSettings().concurrency,
         ge=1,
         le=1000,
-        description="Delivery attempts in flight per worker process (at most 10 per target "
-        "host:port).",
+        description="Delivery attempts in flight per worker process (per target host:port: "
+        "the destination's limit, across every worker).",
+    )
+    destination_max_in_flight: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Attempts in flight at once to one destination (a tenant's target "
+        "host:port), across every worker process and replica, when the tenant set no "
+        "`max_in_flight` for it (`PUT /v1/destinations/{host:port}`).",
+    )
+    destination_per_second: float | None = Field(
+        None,
+        ge=0.1,
+        le=1000,
+        description="Requests per second to one destination when the tenant set no "
+        "`per_second` for it (unset: no rate).",
+    )
+    max_destinations: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="Destination policies one tenant may set.",
     )
     worker_processes: int = Field(
         1,

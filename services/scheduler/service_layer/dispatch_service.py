@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -40,6 +41,7 @@ from scheduler.domain.planning import DEFAULT_MISFIRE_GRACE
 from scheduler.domain.policies import Action
 from scheduler.domain.run import DEFAULT_MAX_LEASE_EXPIRIES, AttemptOutcome, Run, Trigger
 from scheduler.service_layer.completion_tokens import issue_completion_token
+from scheduler.service_layer.flow_control import Answer, FlowGate
 from scheduler.service_layer.run_log import RunLog
 from scheduler.service_layer.run_ports import (
     ActionPerformer,
@@ -52,6 +54,7 @@ from scheduler.service_layer.run_ports import (
 from scheduler.service_layer.settle import Completion, settle_completions
 from scheduler.service_layer.unit_of_work import UnitOfWorkFactory
 from servicekit.data.ids import new_id
+from servicekit.flow import DestinationPolicy
 from servicekit.runtime.pipeline import Lease, LeasedPipeline, PipelineSettings
 from webhookdeliver import BackoffPolicy, endpoint_key
 
@@ -135,8 +138,10 @@ class RunLeases:
         run_log: RunLog | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
         misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE,
+        flow: FlowGate | None = None,
     ) -> None:
         self.uows = uows
+        self.flow = flow or FlowGate(_endpoint_of)
         self.concurrency_key = concurrency_key
         self.clock = clock
         self.tenants = tenants
@@ -167,25 +172,28 @@ class RunLeases:
             # into its terminal event's delivery_ms (one query, only when retries were claimed).
             retried = [r.id for r in claimed if r.attempt_count]
             spent = await repo.delivery_ms_of(retried) if retried else {}
+            read = ClaimRead(
+                specs,
+                earlier,
+                moves,
+                claim.lease_expiries,
+                spent,
+                facts.latest_missed,
+                facts.predecessor_finished,
+            )
+            decided = decide_claims(
+                claimed,
+                read,
+                now=now,
+                endpoint_of=_endpoint_of,
+                tenant_suspended_at=self.tenants.suspended_at,
+                max_lease_expiries=self.max_lease_expiries,
+                misfire_grace=self.misfire_grace,
+            )
+            # Flow control: the attempts a destination's limits do not let start now are
+            # pending again in this transaction (service_layer/flow_control.py).
+            decided = await self.flow.admit_claimed(uow, decided, owner, now)
             await uow.commit()
-        read = ClaimRead(
-            specs,
-            earlier,
-            moves,
-            claim.lease_expiries,
-            spent,
-            facts.latest_missed,
-            facts.predecessor_finished,
-        )
-        decided = decide_claims(
-            claimed,
-            read,
-            now=now,
-            endpoint_of=_endpoint_of,
-            tenant_suspended_at=self.tenants.suspended_at,
-            max_lease_expiries=self.max_lease_expiries,
-            misfire_grace=self.misfire_grace,
-        )
         keys: dict[str, str] = {}  # schedule id -> concurrency key, once per claim
         leases: list[RunLease] = []
         for c in decided:
@@ -237,14 +245,33 @@ class RunLeases:
 
     async def write(self, completions: Sequence[Completion]) -> list[str]:
         now = self.clock()
-        report = await settle_completions(self.uows, completions, now)
+        answers = self.flow.take([c.run.id for c in completions])
+        report = await settle_completions(
+            self.uows,
+            completions,
+            now,
+            # Runs deferred for the slots these free are due at once, in the same commit.
+            before_commit=lambda uow, written: self.flow.wake_waiters(uow, written, now),
+        )
+        self.flow.forget(report.lost)
         self.run_log.settled(completions, report.lost, now)
+        await self._react(answers, set(report.lost), now)
         if report.paused:
             tenant_of = {c.run.schedule_id: c.run.tenant_id for c in completions}
             for schedule_id in report.paused:
                 self.observer.breaker_tripped(tenant_of[schedule_id])
             self.run_log.paused(completions, report.paused)
         return report.lost
+
+    async def _react(self, answers: list[Answer], lost: set[str], now: datetime) -> None:
+        """The destinations' signals in these answers (flow_control.FlowGate.react). Best
+        effort: the runs are written; a failure here only delays the adaptation."""
+        if not answers:
+            return
+        try:
+            await self.flow.react(self.uows, answers, now)
+        except Exception as exc:
+            log.warning("flow control could not record %d answers (%s)", len(answers), exc)
 
     async def extend(self, leases: Sequence[tuple[str, str]], until: datetime) -> int:
         async with self.uows() as uow:
@@ -282,10 +309,17 @@ class RunDispatcher:
         rng: random.Random | None = None,
         max_lease_expiries: int = DEFAULT_MAX_LEASE_EXPIRIES,
         misfire_grace: timedelta = DEFAULT_MISFIRE_GRACE,
+        destination_per_second: float | None = None,
     ) -> None:
         self.performer = performer
         self.clock = clock
         self.settings = settings or DispatchSettings()
+        # `per_key_limit` is a destination's default in-flight limit, held across every worker
+        # by the database (flow_control.py); the pipeline's own per-key slots do not cap it.
+        self.flow = FlowGate(
+            _endpoint_of,
+            DestinationPolicy(self.settings.per_key_limit, destination_per_second),
+        )
         self.worker_id = worker_id or new_id("wrk")
         self.observer: DispatchObserver = observer or _NoMetrics()
         self.rng = rng or random.Random()
@@ -298,12 +332,13 @@ class RunDispatcher:
             run_log=run_log,
             max_lease_expiries=max_lease_expiries,
             misfire_grace=misfire_grace,
+            flow=self.flow,
         )
         self.pipeline: LeasedPipeline[ClaimedRun[DeliverySpec], Completion] = LeasedPipeline(
             self.leases,
             self.attempt,
             clock,
-            settings=self.settings,
+            settings=replace(self.settings, per_key_limit=self.settings.concurrency),
             new_owner=self._new_owner,
             name="dispatcher",
             outage="database unavailable",
@@ -325,6 +360,15 @@ class RunDispatcher:
                 return Completion.of(run, owner)
         outcome, extra = await self._perform(run, spec, token)
         now = self.clock()
+        dest = _endpoint_of(spec)
+        if dest is not None and outcome.status_code is not None:
+            answer = Answer(
+                (run.tenant_id, dest),
+                outcome.started_at,
+                outcome.status_code,
+                outcome.retry_after_seconds,
+            )
+            self.flow.note(run.id, answer, (now - outcome.started_at).total_seconds())
         delay = retry_delay(run, spec, outcome, now, self.rng)
         await_until = _completion_deadline(spec, now) if token is not None else None
         run.record_attempt(owner, outcome, now, delay, claimed.facts, await_until=await_until)

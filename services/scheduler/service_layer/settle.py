@@ -13,7 +13,7 @@ accepted in this group gets its completion deadline (`mark_awaiting`) in the sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -38,8 +38,14 @@ class SettleReport:
 
 
 async def settle_completions(
-    uows: UnitOfWorkFactory, completions: Sequence[Completion], now: datetime
+    uows: UnitOfWorkFactory,
+    completions: Sequence[Completion],
+    now: datetime,
+    *,
+    before_commit: Callable[[UnitOfWork, list[str]], Awaitable[object]] | None = None,
 ) -> SettleReport:
+    """`before_commit(uow, written ids)`: more writes in the settle's transaction (flow
+    control makes runs waiting for the slots these free due at once, in the same commit)."""
     if not completions:
         return SettleReport([], [], [])
     async with uows(Actor.system(Source.BREAKER)) as uow:
@@ -64,6 +70,8 @@ async def settle_completions(
             freed += [r.schedule_id for r in parked if not earlier.get(r.id)]
         if freed:
             await uow.runs.wake_waiting(freed, now)
+        if before_commit is not None:
+            await before_commit(uow, [c.run.id for c in kept])
         await uow.commit()
     return SettleReport([c.run.id for c in kept], lost, paused)
 

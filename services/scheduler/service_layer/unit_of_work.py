@@ -36,6 +36,7 @@ from scheduler.domain.policies import Action, ScheduleState
 from scheduler.domain.schedule import Schedule
 from scheduler.domain.tenant import EntitlementsRecord, SuspensionState
 from scheduler.domain.versions import Actor
+from scheduler.service_layer.flow_ports import DestinationRepository
 from scheduler.service_layer.ledger_ports import LedgerRepository
 from scheduler.service_layer.retention_ports import RetentionRepository
 from scheduler.service_layer.run_ports import RunRepository
@@ -219,6 +220,7 @@ class UnitOfWork(abc.ABC):
     schedules: ScheduleRepository
     idempotency: IdempotencyRepository
     runs: RunRepository
+    destinations: DestinationRepository
     tenants: TenantRepository
     retention: RetentionRepository
     versions: VersionRepository

@@ -45,6 +45,9 @@ def make_dispatcher(
 ) -> RunDispatcher:
     import random
 
+    # per_key_limit is a destination's default in-flight limit across workers (flow control):
+    # every test's runs share one loopback receiver, so the tests of other rules lift it.
+    settings.setdefault("per_key_limit", 100)
     return RunDispatcher(
         uows,
         ActionRouter(

@@ -11,7 +11,8 @@
     /slow/MS       sleeps MS milliseconds, then 200
 
 It records every request (path, headers, body) and the most concurrent requests seen for one
-X-Webhook-Id (`max_parallel_per_id`): 2 means a run was delivered twice at once.
+X-Webhook-Id (`max_parallel_per_id`): 2 means a run was delivered twice at once; and the most
+requests at once in all (`max_active`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class Receiver:
     attempts_by_id: Counter[str] = field(default_factory=Counter)
     in_flight: Counter[str] = field(default_factory=Counter)
     max_parallel_per_id: int = 0
+    active: int = 0
+    """Requests being answered now (all paths), and the most at once (`max_active`)."""
+    max_active: int = 0
     runner: web.AppRunner | None = None
     port: int = 0
     hang_forever: asyncio.Event = field(default_factory=asyncio.Event)
@@ -57,10 +61,13 @@ class Receiver:
         n = self.attempts_by_id[wid]
         self.in_flight[wid] += 1
         self.max_parallel_per_id = max(self.max_parallel_per_id, self.in_flight[wid])
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
         try:
             return await self._answer(request.path, n)
         finally:
             self.in_flight[wid] -= 1
+            self.active -= 1
 
     async def _answer(self, path: str, n: int) -> web.StreamResponse:
         parts = path.strip("/").split("/")

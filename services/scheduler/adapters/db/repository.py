@@ -51,11 +51,13 @@ from scheduler.service_layer.unit_of_work import (
     ListFilter,
     ScheduleRepository,
 )
+from webhookdeliver import endpoint_key
 
 # Columns written on save(): the definition's and these; the secret columns change only
 # through set_secret().
 _MUTABLE = (
     *FIELD_NAMES,
+    "destination",
     "state",
     "paused_reason",
     "next_run_at",
@@ -211,6 +213,11 @@ def _policies(
     return found
 
 
+def _destination_of(d: ScheduleDefinition) -> str | None:
+    """The flow-control destination (`host:port`) of a webhook schedule's target."""
+    return None if d.target is None else endpoint_key(d.target.url)
+
+
 def schedule_to_row(s: Schedule) -> dict[str, Any]:
     return {
         **definition_to_row(s.definition),
@@ -224,6 +231,7 @@ def schedule_to_row(s: Schedule) -> dict[str, Any]:
         "deleted_at": s.deleted_at,
         "version": s.version,
         "consecutive_failures": s.consecutive_failures,
+        "destination": _destination_of(s.definition),
         "planned_runs": s.planned_runs,
         "key": s.key,
     }

@@ -84,7 +84,10 @@ schedules = sa.Table(
     sa.Column("key", sa.String(128), nullable=True),
     # Completion policy (migration 0016, DESIGN.md §7b); null on older rows: response mode.
     sa.Column("completion", JSONText(), nullable=True),
+    # The target's `host:port` (migration 0017, flow control): null for an event schedule.
+    sa.Column("destination", sa.String(261), nullable=True),
 )
+sa.Index("ix_schedules_destination", schedules.c.tenant_id, schedules.c.destination)
 # Due schedules cost O(due): a partial index on next_run_at over active, live rows only.
 partial_index("ix_schedules_due", schedules.c.next_run_at, where=ACTIVE_LIVE_SQL)
 sa.Index("ix_schedules_tenant_order", schedules.c.tenant_id, schedules.c.created_at, schedules.c.id)
@@ -223,6 +226,8 @@ runs = sa.Table(
     sa.Column("completion_detail", sa.Text(), nullable=True),
     sa.Column("completion_output", JSONText(), nullable=True),
     sa.Column("too_fast", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # Its schedule's destination, copied by the claim (migration 0017): the in-flight count.
+    sa.Column("destination", sa.String(261), nullable=True),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )
@@ -254,6 +259,7 @@ partial_index("ix_runs_lease", runs.c.lease_expires_at, where=LEASED_SQL)
 # The completion watchdog's probe: only runs awaiting a completion call (migration 0016).
 AWAITING_SQL = "completion_deadline IS NOT NULL"
 partial_index("ix_runs_completion_deadline", runs.c.completion_deadline, where=AWAITING_SQL)
+partial_index("ix_runs_destination_leased", runs.c.tenant_id, runs.c.destination, where=LEASED_SQL)
 sa.Index("ix_runs_schedule_history", runs.c.schedule_id, runs.c.scheduled_for, runs.c.id)
 partial_index(
     "ix_runs_schedule_unfinished",
@@ -306,3 +312,25 @@ ledger_watermarks = sa.Table(
     sa.Column("checked_until", UTCDateTime(), nullable=False),
 )
 sa.Index("ix_ledger_watermarks_checked", ledger_watermarks.c.checked_until)
+
+# ---- flow control (migration 0017, DESIGN.md §7b) -------------------------------------------
+
+destinations = sa.Table(
+    "destinations",
+    metadata,
+    sa.Column("tenant_id", sa.String(200), primary_key=True),
+    sa.Column("destination", sa.String(261), primary_key=True),
+    # The tenant's policy (PUT); a row without one carries the destination's state only.
+    sa.Column("configured", sa.Boolean(), nullable=False),
+    sa.Column("max_in_flight", sa.Integer(), nullable=True),
+    sa.Column("per_second", sa.Float(), nullable=True),
+    # What the destination told us (servicekit.flow.FlowState) and the token bucket.
+    sa.Column("held_until", UTCDateTime(), nullable=True),
+    sa.Column("current_rate", sa.Float(), nullable=True),
+    sa.Column("rate_at", UTCDateTime(), nullable=True),
+    sa.Column("cut_at", UTCDateTime(), nullable=True),
+    sa.Column("tokens", sa.Float(), nullable=True),
+    sa.Column("tokens_at", UTCDateTime(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+)

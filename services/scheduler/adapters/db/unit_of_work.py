@@ -9,6 +9,7 @@ from typing import Any, Self
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from scheduler.adapters.db.destinations import SqlDestinationRepository
 from scheduler.adapters.db.dialect import dialect_insert
 from scheduler.adapters.db.ledger import SqlLedgerStore
 from scheduler.adapters.db.outbox_rows import outbox_row
@@ -45,6 +46,7 @@ class SqlUnitOfWork(UnitOfWork):
         self.schedules = SqlScheduleRepository(conn, box, self.versions.write)
         self.idempotency = SqlIdempotencyRepository(conn)
         self.runs = SqlRunRepository(conn, box)
+        self.destinations = SqlDestinationRepository(conn)
         self.tenants = SqlTenantRepository(conn)
         self.retention = SqlRetentionRepository(conn)
         self.ledger = SqlLedgerStore(conn)

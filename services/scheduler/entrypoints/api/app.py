@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from authclient import TokenVerifier
 from authclient.fastapi import install as install_auth
 from scheduler.bootstrap import Container, default_entitlements, rotation_grace
-from scheduler.entrypoints.api import apply, health, ledger, schedules, versions
+from scheduler.entrypoints.api import apply, destinations, health, ledger, schedules, versions
 from scheduler.entrypoints.api.completion import install_completion
 from scheduler.entrypoints.api.context import ApiContext
 from scheduler.entrypoints.api.middleware import Metrics
@@ -22,6 +22,7 @@ from scheduler.service_layer.apply import (
     DEFAULT_APPLY_TIMEOUT_SECONDS,
     DEFAULT_MAX_APPLY_REQUEST_BYTES,
 )
+from servicekit.flow import DestinationPolicy
 from servicekit.http.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from servicekit.http.deadline import RequestDeadlineMiddleware
 from servicekit.http.docs import offline_docs_app
@@ -46,6 +47,11 @@ OPENAPI_TAGS = [
         "name": "runs",
         "description": "Runs of a schedule: trigger, history, replay, backfill; the completion "
         "call of a callback-mode run.",
+    },
+    {
+        "name": "destinations",
+        "description": "Flow control per destination (host:port): the tenant's limits and "
+        "the destination's live state.",
     },
     HEALTH_TAG,
 ]
@@ -89,6 +95,7 @@ def create_app(
     app.include_router(schedules.router)
     app.include_router(versions.router)
     app.include_router(ledger.router)
+    app.include_router(destinations.router)
     app.add_middleware(
         BodyLimitMiddleware,
         limit=max_request_bytes,
@@ -129,6 +136,11 @@ def app_from_container(
         metrics=Metrics(registry or CollectorRegistry()),
         ensure_writable=container.ensure_writable,
         watchdog=watchdog,
+        destination_defaults=DestinationPolicy(
+            container.settings.destination_max_in_flight,
+            container.settings.destination_per_second,
+        ),
+        max_destinations=container.settings.max_destinations,
     )
     startup: list[Hook] = [container.migrate] if migrate_on_start else []
     app = create_app(

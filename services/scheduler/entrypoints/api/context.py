@@ -16,6 +16,7 @@ from scheduler.domain.versions import Actor, Source
 from scheduler.entrypoints.api.middleware import Metrics
 from scheduler.service_layer.schedules import Clock, LimitsProvider, SecretFactory
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from servicekit.flow import DEFAULT_POLICY, DestinationPolicy
 from servicekit.runtime.watchdog import Watchdog
 
 
@@ -35,6 +36,10 @@ class ApiContext:
     """The in-process workers' (role `all`): readyz is 503 while one of their loops is overdue."""
     allowed_ports: frozenset[int] | None = None
     """Ports a target URL may name (WEBHOOK_ALLOWED_PORTS; None: webhookdeliver's default)."""
+    destination_defaults: DestinationPolicy = DEFAULT_POLICY
+    """A destination's limits when the tenant set none (SCHEDULER_DESTINATION_*)."""
+    max_destinations: int = 1000
+    """Destination policies one tenant may set (SCHEDULER_MAX_DESTINATIONS)."""
 
     def uows_as(
         self, principal: Principal, source: Source = Source.API

@@ -232,6 +232,10 @@ class Claims(RunSql):
             "lease_expires_at": lease_until,
             "next_attempt_at": at,
             "started_at": sa.func.coalesce(runs.c.started_at, at),
+            # Flow control counts a destination's leased runs by it (claims_pg._claim).
+            "destination": sa.select(schedules.c.destination)
+            .where(schedules.c.id == runs.c.schedule_id)
+            .scalar_subquery(),
         }
         if count_lost_attempt:
             values["attempt_count"] = runs.c.attempt_count + 1

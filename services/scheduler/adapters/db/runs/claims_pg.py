@@ -48,7 +48,8 @@ def _claim(where: str, *, count_lost_attempt: bool = False) -> str:
     """Lease the runs `where` selects ($1 owner, $2 lease end, $3 now: next_attempt_at holds the
     claim time while in_progress, a lost attempt's start) and return them with their schedule's
     spec columns (prefixed `s_`; NULL when the schedule row is gone), each read through the
-    primary key (LATERAL: a hash join would read every schedule)."""
+    primary key (LATERAL: a hash join would read every schedule). The run takes its schedule's
+    destination (flow control counts a destination's leased runs by it)."""
     lost = ", attempt_count = runs.attempt_count + 1" if count_lost_attempt else ""
     returning = ", ".join(f"runs.{c}" for c in RUN_COLUMNS)
     spec = ", ".join(f"{c} AS s_{c}" for c in SPEC_COLUMNS)
@@ -56,7 +57,9 @@ def _claim(where: str, *, count_lost_attempt: bool = False) -> str:
 WITH claimed AS (
   UPDATE runs SET status = 'in_progress', lease_owner = $1::text,
     lease_expires_at = $2::timestamptz, next_attempt_at = $3::timestamptz,
-    started_at = coalesce(runs.started_at, $3::timestamptz){lost}
+    started_at = coalesce(runs.started_at, $3::timestamptz){lost},
+    destination = (SELECT schedules.destination FROM schedules
+                   WHERE schedules.id = runs.schedule_id)
   WHERE {where}
   RETURNING {returning}
 )

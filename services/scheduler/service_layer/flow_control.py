@@ -1,0 +1,318 @@
+"""Flow control in the dispatcher (DESIGN.md §7b "Flow control"; the rules are
+`servicekit.flow`'s, shared with notification). Replica-safe: every limit is held in the
+database, never per process, so N workers or replicas do not multiply it.
+
+Design (chosen over a filter in the claim's SQL, see below):
+- A claim leases its runs as before (tenant-fair, the pipeline's lanes), then, in the SAME
+  transaction and before anything is attempted, `FlowGate.admit_claimed` takes the runs it
+  decided to attempt, groups them by (tenant, destination), serialises with the other claims of
+  those destinations (an advisory lock per destination on PostgreSQL, in key order), reads
+  their policies and states (`destinations`, locked) and counts what is in flight there: the
+  destination's leased runs of other claims, every worker's (`runs.destination`, copied from
+  the schedule by the claim; `ix_runs_destination_leased`). `servicekit.flow.admit` says how
+  many may start: a held destination none, otherwise up to `max_in_flight` with a token each
+  from the effective rate's bucket (debited in the row: one UPDATE per rate-limited destination
+  per claim). The others are handed back pending in that transaction, due again at the hold's
+  end, at their token's instant or after a short spread wait for a slot, with NO attempt
+  counted, `started_at` unset when no attempt went out (so `max_retry_duration_seconds` and
+  the breaker never see a deferral), and `due_at`, their place in the tenant's order, kept.
+- A hold (429/503 with Retry-After) also moves the destination's due runs to `held_until` at
+  once (`hold_pending`, SKIP LOCKED), so claims stop taking them: the claim's own SQL needs no
+  filter, and the tenant-fair walk pays nothing on the common path. A run planned during the
+  hold, or locked by a claim meanwhile, meets the hold in the gate.
+- A run deferred for a slot comes back after about the destination's attempt duration (this
+  worker's average) per turn, at most 2 s; and when this worker's settle frees slots there,
+  as many of the runs it deferred for a slot are due at once, in the settle's commit
+  (`wake_waiters`): a destination is never idle while its runs wait on a spread timer.
+- A run deferred for want of a token reserves the next one (the bucket in debt, <= 2 s of the
+  rate, `servicekit.flow.admit(reserve=True)`) and is due at its instant; this worker
+  remembers it and lets it start then with no second token (`prepaid`), so later claims
+  queue behind it instead of colliding at the same instants (measured: 14,000 -> ~4,500
+  deferrals for 600 runs at 20/s). A run another worker claims takes a token of its own: a
+  token is wasted, the rate never exceeded. A hold gives the prepaid runs' tokens back.
+- Answers come back through `FlowGate.react` after each settle (its own transaction, after the
+  settle's commit: the settle is unchanged): the worst signal per destination in the batch
+  (servicekit.flow.worst) updates its state. Fine answers write only for destinations whose
+  adaptive rate this worker has seen (at most once a second each), so destinations without
+  limits cost no write at all.
+- Cost of the no-limits path: per claim, two statements on asyncpg directly, constant SQL
+  prepared once per connection (the advisory locks; then the rows and the in-flight counts
+  in one read, whose snapshot follows the locks), and one more index entry per claimed run.
+  No lock-free fast path: without the lock two workers could each see room for the same
+  slots (the default limit holds across workers too). Why not filter in the claim's SQL: it
+  would add a probe of `destinations` per candidate run to the tenant-fair walk, and a held
+  destination's runs at the head of a tenant's range would be read on every claim.
+- SQLite (one worker process, one writer): the same code; the writer lock serialises claims.
+- A misfire policy still judges a run the hold kept past the misfire grace (fire_once runs the
+  latest of what the hold kept back; fire_all runs each): the occurrences were missed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.domain.claiming import ClaimedRun, Verdict
+from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
+from scheduler.service_layer.run_ports import DeliverySpec
+from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from servicekit.flow import (
+    DEFAULT_POLICY,
+    NO_STATE,
+    DestinationPolicy,
+    FlowState,
+    Signal,
+    admit,
+    observed_rate,
+    react,
+    signal_of,
+    worst,
+)
+
+log = logging.getLogger("scheduler.flow")
+Claimed = ClaimedRun[DeliverySpec]
+MAX_SLOT_WAITERS = 10_000
+"""Runs deferred for a slot that this worker remembers (to make them due when a slot frees)."""
+MAX_RESERVED = 100_000
+"""Tokens reserved for deferred runs that this worker remembers. A run another worker claims
+takes a token of its own there (never more than the rate: at worst one token is wasted)."""
+MAX_ADMITTED = 100_000
+"""Runs admitted and not yet written that this worker remembers (far more than it holds)."""
+DURATION_WEIGHT = 0.2
+"""Weight of the newest attempt in a destination's average attempt duration."""
+RECOVERY_WRITE_SECONDS = 1.0
+"""Fine answers write an adaptive destination's recovery at most this often per worker."""
+MAX_KNOWN_ADAPTIVE = 10_000
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one attempt's answer tells flow control."""
+
+    key: Key
+    started_at: datetime
+    status_code: int | None
+    retry_after_seconds: float | None
+
+
+@dataclass
+class FlowGate:
+    destination_of: Callable[[DeliverySpec], str | None]
+    default_policy: DestinationPolicy = DEFAULT_POLICY
+    deferred: int = 0
+    """Runs handed back by the gate (since start)."""
+    _adaptive: dict[Key, datetime] = field(default_factory=dict)
+    """Destinations with an adaptive rate, as the claims read them -> last recovery write."""
+    _answers: dict[str, Answer] = field(default_factory=dict)
+    """Answers of attempts not yet written, by run id (as many as the pipeline holds)."""
+    _admitted: dict[str, Key] = field(default_factory=dict)
+    """Runs this worker's claims let start, not yet written -> their destination."""
+    _waiters: dict[Key, dict[str, None]] = field(default_factory=dict)
+    """Runs this worker deferred for a slot, per destination, in turn order."""
+    _reserved: dict[str, tuple[Key, datetime]] = field(default_factory=dict)
+    """Runs this worker deferred with a token reserved for them (taken from the bucket), and
+    the instant it is theirs."""
+    _durations: dict[Key, float] = field(default_factory=dict)
+    """A destination's average attempt duration (seconds), as this worker saw it."""
+
+    def note(self, run_id: str, answer: Answer, duration_seconds: float) -> None:
+        self._answers[run_id] = answer
+        if answer.key in self._durations or len(self._durations) < MAX_KNOWN_ADAPTIVE:
+            before = self._durations.get(answer.key, duration_seconds)
+            w = DURATION_WEIGHT
+            self._durations[answer.key] = (1 - w) * before + w * max(duration_seconds, 0.0)
+
+    def take(self, run_ids: Sequence[str]) -> list[Answer]:
+        """The answers of these runs, forgotten here (their completions are being written)."""
+        return [a for i in run_ids if (a := self._answers.pop(i, None)) is not None]
+
+    async def wake_waiters(self, uow: UnitOfWork, written: Sequence[str], now: datetime) -> int:
+        """In the settle's transaction: for each slot the written runs free at a destination,
+        one run this worker deferred there for a slot is due now (not at its spread wait), so
+        a destination with runs waiting is not left idle. Other workers' slots free theirs."""
+        freed: dict[Key, int] = {}
+        for run_id in written:
+            key = self._admitted.pop(run_id, None)
+            if key is not None:
+                freed[key] = freed.get(key, 0) + 1
+        due: list[tuple[str, datetime]] = []
+        for key, n in freed.items():
+            waiting = self._waiters.get(key)
+            while waiting and n > 0:
+                run_id = next(iter(waiting))
+                del waiting[run_id]
+                # No sooner than the instant of the token reserved for it.
+                due.append((run_id, max(self._reserved.get(run_id, (key, now))[1], now)))
+                n -= 1
+            if waiting is not None and not waiting:
+                del self._waiters[key]
+        return await uow.destinations.wake_runs(due) if due else 0
+
+    def forget(self, run_ids: Sequence[str]) -> None:
+        """Runs whose lease this worker lost: their slot is not its to free."""
+        for run_id in run_ids:
+            self._admitted.pop(run_id, None)
+
+    def _remember(self, key: Key, granted: Sequence[Claimed], waiting: Sequence[str]) -> None:
+        waiters = self._waiters.get(key)
+        if len(self._admitted) >= MAX_ADMITTED:  # attempts that raised are never written
+            self._admitted.clear()
+        for c in granted:
+            self._admitted[c.run.id] = key
+            if waiters is not None:
+                waiters.pop(c.run.id, None)
+        if not waiting:
+            return
+        room = MAX_SLOT_WAITERS - sum(len(w) for w in self._waiters.values())
+        if room >= len(waiting):
+            self._waiters.setdefault(key, {}).update(dict.fromkeys(waiting))
+
+    def key_of(self, c: Claimed) -> Key | None:
+        if c.verdict is not Verdict.ATTEMPT or c.spec is None:
+            return None
+        dest = self.destination_of(c.spec)
+        return None if dest is None else (c.run.tenant_id, dest)
+
+    async def admit_claimed(
+        self, uow: UnitOfWork, decided: Sequence[Claimed], owner: str, now: datetime
+    ) -> list[Claimed]:
+        """The decided runs that go on (every verdict but a deferred attempt); the deferred
+        ones are pending again in `uow`'s transaction (see the module docstring)."""
+        groups: dict[Key, list[Claimed]] = {}
+        for c in decided:
+            key = self.key_of(c)
+            if key is not None:
+                groups.setdefault(key, []).append(c)
+        if not groups:
+            return list(decided)
+        keys = sorted(groups)
+        if len(self._reserved) >= MAX_RESERVED:  # runs deleted meanwhile never come back
+            self._reserved.clear()
+        records, counts = await uow.destinations.lock_for_claim(keys, owner)
+        deferred: set[str] = set()
+        deferrals: list[Deferral] = []
+        tokens: dict[Key, FlowState] = {}
+        for key in keys:
+            group, rec = groups[key], records.get(key)
+            policy, state = self._policy_state(key, rec)
+            # A run holding a token this worker reserved for a later instant (woken early by
+            # a slot's end) waits for it; those whose instant has come go first (prepaid).
+            early = [c for c in group if self._reserved.get(c.run.id, (key, now))[1] > now]
+            for c in early:
+                deferrals.append(Deferral(c.run.id, owner, self._reserved[c.run.id][1]))
+                deferred.add(c.run.id)
+            group = [c for c in group if c.run.id not in deferred]
+            group.sort(key=lambda c: c.run.id not in self._reserved)
+            prepaid = sum(1 for c in group if c.run.id in self._reserved)
+            a = admit(
+                policy,
+                state,
+                now,
+                in_flight=counts.get(key, 0),
+                wanted=len(group),
+                prepaid=prepaid,
+                reserve=True,
+                slot_seconds=self._durations.get(key, 0.0),
+            )
+            waiting: list[str] = []
+            later = zip(group[a.granted :], a.due_again, a.for_slot, a.reserved, strict=True)
+            for c, due, for_slot, reserved in later:
+                deferred.add(c.run.id)
+                deferrals.append(Deferral(c.run.id, owner, due))
+                if reserved is None:
+                    self._reserved.pop(c.run.id, None)
+                elif c.run.id not in self._reserved:  # a prepaid one keeps its instant
+                    self._reserved[c.run.id] = (key, reserved)
+                if for_slot:  # a slot's end makes it due, at its token's instant at the earliest
+                    waiting.append(c.run.id)
+            for c in group[: a.granted]:
+                self._reserved.pop(c.run.id, None)
+            self._remember(key, group[: a.granted], waiting)
+            if (a.state.tokens, a.state.tokens_at) != (state.tokens, state.tokens_at):
+                tokens[key] = a.state
+        await uow.destinations.save_states(tokens, now)
+        await uow.destinations.defer_runs(deferrals)
+        self.deferred += len(deferrals)
+        return [c for c in decided if c.run.id not in deferred]
+
+    def _policy_state(
+        self, key: Key, rec: DestinationRecord | None
+    ) -> tuple[DestinationPolicy, FlowState]:
+        if rec is None:
+            self._adaptive.pop(key, None)
+            return self.default_policy, NO_STATE
+        if rec.state.current_rate is not None:
+            if key not in self._adaptive and len(self._adaptive) < MAX_KNOWN_ADAPTIVE:
+                self._adaptive[key] = datetime.min.replace(tzinfo=rec.updated_at.tzinfo)
+        else:
+            self._adaptive.pop(key, None)
+        return rec.policy or self.default_policy, rec.state
+
+    async def react(
+        self, uows: UnitOfWorkFactory, answers: Sequence[Answer], now: datetime
+    ) -> None:
+        """Update the destinations' states from a batch of answers (module docstring)."""
+        by_key: dict[Key, list[Answer]] = {}
+        for a in answers:
+            by_key.setdefault(a.key, []).append(a)
+        signals: dict[Key, tuple[Signal, list[Answer]]] = {}
+        for key, group in by_key.items():
+            found = [s for a in group if (s := signal_of(a.status_code, a.retry_after_seconds))]
+            signal = worst(found)
+            if signal is None:
+                continue
+            if signal is Signal.FINE and not self._recovery_due(key, now):
+                continue
+            signals[key] = (signal, group)
+        if not signals:
+            return
+        held: dict[Key, datetime] = {}
+        async with uows() as uow:
+            records = await uow.destinations.lock_for_update(sorted(signals))
+            states: dict[Key, FlowState] = {}
+            for key, (signal, group) in sorted(signals.items()):
+                rec = records.get(key)
+                if rec is None and signal is Signal.FINE:
+                    continue  # nothing to recover
+                policy = self.default_policy if rec is None else rec.policy or self.default_policy
+                before = NO_STATE if rec is None else rec.state
+                after = react(
+                    before,
+                    policy,
+                    signal,
+                    now,
+                    retry_after_seconds=_retry_after(group),
+                    observed=observed_rate([a.started_at for a in group]),
+                )
+                if after != before:
+                    states[key] = after
+                if after.held_until is not None and after.held_until != before.held_until:
+                    held[key] = after.held_until
+                if after.current_rate is not None:
+                    self._adaptive[key] = now
+            await uow.destinations.save_states(states, now)
+            await uow.commit()
+        for key, until in sorted(held.items()):
+            async with uows() as uow:
+                moved = await uow.destinations.hold_pending(key, until)
+                await uow.commit()
+            log.info(
+                "destination %s of tenant %s held until %s (%d due runs moved)",
+                key[1],
+                key[0],
+                until.isoformat(),
+                moved,
+            )
+
+    def _recovery_due(self, key: Key, now: datetime) -> bool:
+        last = self._adaptive.get(key)
+        if last is None:
+            return False
+        return (now - last).total_seconds() >= RECOVERY_WRITE_SECONDS
+
+
+def _retry_after(group: Sequence[Answer]) -> float | None:
+    waits = [a.retry_after_seconds for a in group if a.retry_after_seconds is not None]
+    return max(waits) if waits else None

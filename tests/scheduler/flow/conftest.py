@@ -1,0 +1,3 @@
+from tests.scheduler.schedules.conftest import app, client, container
+
+__all__ = ["app", "client", "container"]
