@@ -14,11 +14,14 @@ DEST = "api.example.com:443"
 async def test_set_edit_refuse_and_delete_a_destination_limit(console: Console, page: Page) -> None:
     await page.goto(console.link)
     await page.get_by_role("link", name="Destinations").click()
-    await expect(page.get_by_role("heading", name="Destinations")).to_be_visible()
-    await page.get_by_label("Destination (host:port)").fill(DEST)
-    await page.get_by_label("Max in flight").first.fill("4")
-    await page.get_by_label("Requests per second").first.fill("2.5")
-    await page.get_by_role("button", name="Set limit").click()
+    await expect(page.get_by_role("heading", name="Destinations", exact=True)).to_be_visible()
+    # The form for a new limit (each listed destination has its own form to edit in place; the
+    # console's schedules may already list this destination, unconfigured).
+    new = page.locator("form.destination-form", has=page.locator("#dest-new-name"))
+    await new.get_by_label("Destination (host:port)").fill(DEST)
+    await new.get_by_label("Max in flight").fill("4")
+    await new.get_by_label("Requests per second").fill("2.5")
+    await new.get_by_role("button", name="Set limit").click()
     row = page.locator(f'table.destinations tr[data-destination="{DEST}"]')
     await expect(row).to_contain_text("2.5/s")
     await expect(row.locator("td").nth(1)).to_have_text("4")
@@ -38,10 +41,10 @@ async def test_set_edit_refuse_and_delete_a_destination_limit(console: Console, 
     await expect(row.locator("td").nth(2)).to_have_text("none")
 
     # Out of bounds: the API's problem is shown, nothing changes.
-    await page.get_by_label("Destination (host:port)").fill(DEST)
-    await page.get_by_label("Max in flight").first.fill("500")
-    await page.get_by_role("button", name="Set limit").click()
-    await expect(page.locator(".destination-form .error-box").first).to_contain_text("HTTP 422")
+    await new.get_by_label("Destination (host:port)").fill(DEST)
+    await new.get_by_label("Max in flight").fill("500")
+    await new.get_by_role("button", name="Set limit").click()
+    await expect(new.locator(".error-box")).to_contain_text("HTTP 422")
     async with console.api() as api:
         assert (await api.get(f"/v1/destinations/{DEST}")).json()["max_in_flight"] == 7
 
