@@ -126,6 +126,7 @@ def _routes() -> list[tuple[set[str], re.Pattern[str]]]:
         "scheduler.entrypoints.api.versions",
         "scheduler.entrypoints.api.ledger",
         "scheduler.entrypoints.api.completion",
+        "scheduler.entrypoints.api.destinations",
         "notification.entrypoints.api.subscriptions",
         "notification.entrypoints.api.alert_contacts",
         "notification.entrypoints.api.notifications",
