@@ -389,6 +389,7 @@ def test_forged_cursors_are_400_on_every_scheduler_list(scheduler_server: Served
             "/v1/schedules/-/runs",
             f"/v1/schedules/{created['id']}/versions",
             f"/v1/schedules/{created['id']}/ledger",
+            "/v1/destinations/",
         ]
         for path in lists:
             _assert_invalid_cursor(client, path)
@@ -419,7 +420,7 @@ def test_forged_cursors_are_400_on_every_notification_list(notification_server: 
 
 
 def test_every_list_route_is_covered(scheduler_server: Served, notification_server: Served) -> None:
-    """The eight lists above are every route that takes a cursor."""
+    """The nine lists above are every route that takes a cursor."""
     routes = set()
     for served in (scheduler_server, notification_server):
         paths: dict[str, dict[str, Any]] = served.openapi["paths"]  # type: ignore[assignment]
@@ -434,6 +435,7 @@ def test_every_list_route_is_covered(scheduler_server: Served, notification_serv
         "GET /v1/schedules/-/runs",
         "GET /v1/schedules/{schedule_id}/versions",
         "GET /v1/schedules/{schedule_id}/ledger",
+        "GET /v1/destinations/",
         "GET /v1/subscriptions/",
         "GET /v1/subscriptions/{sub_id}/deliveries",
         "GET /v1/notifications/",

@@ -10,6 +10,7 @@ from datetime import datetime
 from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
 from scheduler.service_layer.flow_ports import DestinationRecord
 from scheduler.service_layer.unit_of_work import UnitOfWork
+from servicekit.data.pagination import InvalidCursor
 from servicekit.flow import DestinationPolicy, FlowState, parse_destination, tenant_policy
 
 MAX_PAGE = 1000
@@ -74,7 +75,14 @@ async def list_destinations(
     limit: int,
 ) -> tuple[list[DestinationView], str | None]:
     """The tenant's destinations with a policy or a state, by destination; the next page's
-    cursor is the last destination."""
+    cursor is the last destination (anything but a canonical destination is InvalidCursor)."""
+    if after is not None:
+        try:
+            canonical = parse_destination(after)
+        except ValueError:
+            canonical = None
+        if canonical != after:
+            raise InvalidCursor("not a destination cursor")
     async with uow:
         recs = await uow.destinations.list(tenant_id, after=after, limit=limit + 1)
         page = recs[:limit]

@@ -22,7 +22,7 @@ from servicekit.text import NO_CONTROL_CHARS
 router = APIRouter(
     prefix="/v1/destinations",
     tags=["destinations"],
-    responses=problem_responses(401, 403, 422, 503),
+    responses=problem_responses(401, 403, 404, 422, 503),
 )
 
 DestinationPath = Annotated[
@@ -80,6 +80,7 @@ def _out(v: svc.DestinationView) -> DestinationOut:
     "/",
     operation_id="listDestinations",
     response_model=DestinationList,
+    responses=problem_responses(400),
     summary="The tenant's destinations with a policy or a live state, by destination",
 )
 async def list_destinations(
@@ -120,7 +121,7 @@ async def get_destination(
     "/{destination}",
     operation_id="putDestination",
     response_model=DestinationOut,
-    responses={201: {"model": DestinationOut}},
+    responses={201: {"model": DestinationOut}, **problem_responses(400, 413, 415)},
     summary="Set the tenant's limits for a destination (201 created, 200 updated)",
 )
 async def put_destination(
