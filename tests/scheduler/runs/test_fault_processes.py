@@ -37,7 +37,8 @@ async def statuses(c: Container, trigger: str | None = None) -> Counter[str]:
 
 
 async def all_terminal(c: Container) -> bool:
-    """Every run that is due by now is finished (runs planned ahead for a later minute wait)."""
+    """Every run that is due by now is finished (runs planned ahead for a later minute wait;
+    a first attempt deferred by flow control is not finished)."""
     async with c.engine.connect() as conn:
         total = (await conn.execute(sa.select(sa.func.count()).select_from(runs))).scalar_one()
         open_ = (
@@ -51,6 +52,9 @@ async def all_terminal(c: Container) -> bool:
                             runs.c.status.in_(["pending", "retrying"]),
                             runs.c.next_attempt_at <= utc_now(),
                         ),
+                        # A first attempt the flow gate deferred (a destination's slots are
+                        # full across workers) is pending and due later, yet its occurrence is.
+                        sa.and_(runs.c.status == "pending", runs.c.scheduled_for <= utc_now()),
                     )
                 )
             )

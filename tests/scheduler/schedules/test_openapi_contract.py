@@ -36,6 +36,11 @@ DESIGN_ROUTES = {
     # DESIGN.md §7b.
     ("post", "/v1/schedules/apply"),
     COMPLETE,
+    # DESIGN.md §7b "Flow control".
+    ("get", "/v1/destinations/"),
+    ("get", "/v1/destinations/{destination}"),
+    ("put", "/v1/destinations/{destination}"),
+    ("delete", "/v1/destinations/{destination}"),
 }
 
 
