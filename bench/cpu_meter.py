@@ -78,6 +78,12 @@ class PostgresCpu:
         async with self._lock:
             return await self._conn.fetchval(query)
 
+    def so_far(self) -> float | None:
+        """The window's seconds up to the last sample (at most `interval` old)."""
+        if self._unreadable:
+            return None
+        return sum(v - self._baseline.get(pid, 0.0) for pid, v in self._last.items())
+
     async def _pids(self) -> list[int]:
         assert self._conn is not None
         async with self._lock:

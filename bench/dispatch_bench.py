@@ -64,7 +64,7 @@ SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
 LAG_CRON = "0 0 1 1 *"  # next occurrence after the measured one: months away
 RECEIVER = """
-import sys, time
+import asyncio, sys, time
 from aiohttp import web
 arrivals = {}  # X-Webhook-Id -> arrival times (wall clock), read by GET /_arrivals
 async def ok(request):
@@ -80,7 +80,13 @@ app = web.Application()
 app.router.add_get("/_arrivals", read_arrivals)
 app.router.add_delete("/_arrivals", clear_arrivals)
 app.router.add_post("/{tail:.*}", ok)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+async def main():
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    for port in sys.argv[1:]:
+        await web.TCPSite(runner, "127.0.0.1", int(port)).start()
+    await asyncio.Event().wait()
+asyncio.run(main())
 """
 
 
@@ -93,22 +99,31 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def _receiver() -> AsyncIterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", RECEIVER, str(port)])
+async def _receivers(ports: int) -> AsyncIterator[list[str]]:
+    """One receiver process listening on `ports` loopback ports (one destination each); its
+    `/_arrivals` (on any of them) holds every port's arrivals."""
+    numbers = [_free_port() for _ in range(ports)]
+    proc = subprocess.Popen([sys.executable, "-c", RECEIVER, *map(str, numbers)])
     try:
         async with aiohttp.ClientSession() as s:
-            for _ in range(100):
-                try:
-                    async with s.post(f"http://127.0.0.1:{port}/ok", data=b"{}") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/hook"
+            for port in numbers:
+                for _ in range(100):
+                    try:
+                        async with s.post(f"http://127.0.0.1:{port}/ok", data=b"{}") as r:
+                            if r.status == 200:
+                                break
+                    except aiohttp.ClientError:
+                        await asyncio.sleep(0.05)
+        yield [f"http://127.0.0.1:{port}/hook" for port in numbers]
     finally:
         proc.terminate()
         proc.wait()
+
+
+@asynccontextmanager
+async def _receiver() -> AsyncIterator[str]:
+    async with _receivers(1) as urls:
+        yield urls[0]
 
 
 @asynccontextmanager
@@ -155,26 +170,31 @@ async def _reset(c: Container) -> None:
             await conn.execute(sa.delete(t))
 
 
-async def _add_schedules(
+def _schedule_rows(
     c: Container,
-    url: str,
+    urls: list[str],
     n: int,
-    next_run_at: datetime | None,
+    next_run_at: datetime | None = None,
     tenants: int = 10,
-    cron: str = "* * * * *",
+    cron: str | None = "* * * * *",
     tenant: str | None = None,
     id_prefix: str = "B",
-) -> list[str]:
+    run_at: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """n schedules' rows as the repository writes them, their targets spread over `urls`; a
+    `run_at` makes one-off schedules (no cron) due then."""
     now = utc_now()
     rows = []
     for i in range(n):
         sid = f"sch_{id_prefix}{i:025d}"
+        url = urls[i % len(urls)]
         rows.append(
             {
                 "id": sid,
                 "tenant_id": tenant or f"tenant-{i % tenants}",
                 "name": f"bench-{i}",
-                "cron": cron,
+                "cron": None if run_at else cron,
+                "run_at": run_at,
                 "timezone": "UTC",
                 "action": "webhook",
                 "target": {"url": url, "headers": {}, "timeout_seconds": 10},
@@ -193,7 +213,7 @@ async def _add_schedules(
                 "breaker": {"failure_threshold": 5},
                 "state": "active",
                 "paused_reason": None,
-                "next_run_at": next_run_at,
+                "next_run_at": run_at or next_run_at,
                 "created_at": now,
                 "updated_at": now,
                 "deleted_at": None,
@@ -204,6 +224,20 @@ async def _add_schedules(
                 "previous_secret_expires_at": None,
             }
         )
+    return rows
+
+
+async def _add_schedules(
+    c: Container,
+    url: str,
+    n: int,
+    next_run_at: datetime | None,
+    tenants: int = 10,
+    cron: str = "* * * * *",
+    tenant: str | None = None,
+    id_prefix: str = "B",
+) -> list[str]:
+    rows = _schedule_rows(c, [url], n, next_run_at, tenants, cron, tenant, id_prefix)
     async with c.engine.begin() as conn:
         for i in range(0, n, 2000):
             await conn.execute(sa.insert(schedules), rows[i : i + 2000])

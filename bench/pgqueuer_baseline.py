@@ -45,14 +45,15 @@ async def install(dsn: str) -> None:
         await conn.close()
 
 
-async def enqueue_burst(dsn: str, url: str, n: int, due: datetime) -> None:
+async def enqueue_burst(dsn: str, url: str | list[str], n: int, due: datetime) -> None:
     """n jobs, one per run, all due at `due` (pgqueuer's execute_after is relative to the
-    insert's NOW(), one statement so one instant)."""
+    insert's NOW(), one statement so one instant), their URLs spread over `url`'s."""
+    urls = [url] if isinstance(url, str) else url
     at = due.isoformat().replace("+00:00", "Z")
     payloads: list[bytes | None] = [
         json.dumps(
             {
-                "url": url,
+                "url": urls[i % len(urls)],
                 "id": f"run_P{i:025d}",
                 "schedule_id": f"sch_P{i % 100:025d}",
                 "scheduled_for": at,

@@ -72,6 +72,12 @@ def new_id(prefix: str, *, at: datetime | None = None, randbytes: RandBytes = os
     return f"{prefix}_{_encode(value, ID_BODY_LENGTH)}"
 
 
+def first_id_at(prefix: str, at: datetime) -> str:
+    """The smallest id `new_id(prefix, at=at)` can make: every id made at `at` or later sorts
+    at or after it (a lower bound for a range of ids by creation time)."""
+    return new_id(prefix, at=at, randbytes=lambda n: bytes(n))
+
+
 def stable_id(prefix: str, *parts: str) -> str:
     """A deterministic id in the same format, derived from `parts` (SHA-256, first 130 bits)."""
     _check_prefix(prefix)

@@ -58,6 +58,15 @@ class Watermark:
     checked_until: datetime
 
 
+@dataclass(frozen=True)
+class SeedStep:
+    """One step of the walk that gives schedules their watermark."""
+
+    added: int
+    last: str | None
+    """The window's last id, where the next step goes on; None: the window reached the end."""
+
+
 class LedgerRepository(Protocol):
     async def position(self, tenant_id: str, schedule_id: str) -> SchedulePosition | None: ...
 
@@ -91,9 +100,9 @@ class LedgerRepository(Protocol):
 
     # ---- the periodic check ----
 
-    async def seed_watermarks(self, since: datetime, batch: int) -> int:
-        """Give up to `batch` live active schedules without a watermark one at
-        max(`since`, their created_at); the number added."""
+    async def seed_watermarks(self, since: datetime, after: str, window: int) -> SeedStep:
+        """Of the (at most) `window` schedules whose id follows `after`, in id order, give the
+        live active ones without a watermark one at max(`since`, their created_at)."""
         ...
 
     async def claim_watermarks(self, before: datetime, batch: int) -> list[Watermark]:
@@ -124,6 +133,7 @@ __all__ = [
     "LedgerRepository",
     "OtherRun",
     "SchedulePosition",
+    "SeedStep",
     "StoredSpan",
     "Watermark",
 ]

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from unittest.mock import patch
 
 import sqlalchemy as sa
 
 from scheduler.adapters.db.tables import ledger_watermarks, runs
 from scheduler.bootstrap import Container
 from scheduler.domain.policies import Action
+from scheduler.service_layer import ledger_watch
 from scheduler.service_layer import schedules as schedule_svc
-from scheduler.service_layer.ledger_watch import count_missing_once
+from scheduler.service_layer.ledger_watch import SeedWalk, count_missing_once
 from scheduler.service_layer.planning_service import plan_due
+from servicekit.data.ids import first_id_at
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
 
 AT_0903 = datetime(2026, 3, 2, 9, 3, tzinfo=UTC)
@@ -124,3 +127,34 @@ async def test_a_deleted_schedules_watermark_goes(
     mclock.advance(minutes=2)
     assert (await count_missing_once(container.uow_factory, mclock())).missing == 0
     assert s.id not in await marks(container)
+
+
+async def test_the_seed_walks_by_id_then_reads_only_recent_ids(
+    container: Container, mclock: ManualClock
+) -> None:
+    """The walk that gives schedules a watermark reads SEED_WINDOW ids a pass, from the start
+    once an hour; between full walks only the ids made in the last RECENT. A pass never reads
+    every schedule (it did, in a herd's many passes)."""
+    old = await add_schedule(container, "http://127.0.0.1:9/x")
+    async with container.engine.begin() as conn:
+        await conn.execute(sa.delete(ledger_watermarks))
+    walk = SeedWalk()
+    with patch.object(ledger_watch, "SEED_WINDOW", 1):
+        first = await count_missing_once(container.uow_factory, mclock(), walk=walk)
+        assert first.more  # a full window: the walk goes on at once
+        assert walk.after == old.id
+        assert old.id in await marks(container)
+        await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    # The end was reached: the next passes start at the ids of the last RECENT.
+    assert walk.after == first_id_at("sch", mclock() - ledger_watch.RECENT)
+    mclock.advance(minutes=15)
+    await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert walk.after > old.id  # made 15 minutes ago: the next passes do not read it
+    async with container.engine.begin() as conn:
+        await conn.execute(sa.delete(ledger_watermarks))
+    mclock.advance(minutes=5)
+    await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert old.id not in await marks(container)
+    mclock.advance(minutes=60)  # a full walk again
+    await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert old.id in await marks(container)

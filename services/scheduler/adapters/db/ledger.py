@@ -31,6 +31,7 @@ from scheduler.domain.ledger import LedgerRun
 from scheduler.service_layer.ledger_ports import (
     OtherRun,
     SchedulePosition,
+    SeedStep,
     StoredSpan,
     Watermark,
 )
@@ -183,26 +184,28 @@ class SqlLedgerStore:
 
     # ---- the periodic check (system-wide, like the planner) ----
 
-    async def seed_watermarks(self, since: datetime, batch: int) -> int:
+    async def seed_watermarks(self, since: datetime, after: str, window: int) -> SeedStep:
         known = sa.select(ledger_watermarks.c.schedule_id).where(
             ledger_watermarks.c.schedule_id == schedules.c.id
         )
+        needs = sa.and_(sa.literal_column(f"({ACTIVE_LIVE_SQL})"), ~sa.exists(known))
         q = (
-            sa.select(schedules.c.id, schedules.c.tenant_id, schedules.c.created_at)
-            .where(sa.text(ACTIVE_LIVE_SQL))
-            .where(~sa.exists(known))
-            .order_by(schedules.c.id)  # replicas insert in one order: no deadlock
-            .limit(batch)
+            sa.select(schedules.c.id, schedules.c.tenant_id, schedules.c.created_at, needs)
+            .where(schedules.c.id > after)
+            .order_by(schedules.c.id)  # by primary key; replicas insert in one order
+            .limit(window)
         )
+        scanned = list(await self.conn.execute(q))
         rows = [
             {"schedule_id": r[0], "tenant_id": r[1], "checked_until": max(since, r[2])}
-            for r in await self.conn.execute(q)
+            for r in scanned
+            if r[3]
         ]
-        if not rows:
-            return 0
-        insert = dialect_insert(self.conn, ledger_watermarks).on_conflict_do_nothing()
-        await self.conn.execute(insert, rows)
-        return len(rows)
+        if rows:
+            insert = dialect_insert(self.conn, ledger_watermarks).on_conflict_do_nothing()
+            await self.conn.execute(insert, rows)
+        last = str(scanned[-1][0]) if len(scanned) >= window else None
+        return SeedStep(len(rows), last)
 
     async def claim_watermarks(self, before: datetime, batch: int) -> list[Watermark]:
         q = (
