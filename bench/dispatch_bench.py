@@ -56,6 +56,7 @@ from scheduler.entrypoints.workers.runtime import WorkerOptions, WorkerRuntime
 from scheduler.service_layer.dispatch_service import DispatchSettings
 from scheduler.service_layer.planning_service import PlanningSettings
 from scheduler.service_layer.run_ports import ActionPerformer, ActionResult, DeliverySpec
+from servicekit.data.ids import new_id
 from servicekit.runtime import event_loop
 from servicekit.runtime.gc_tuning import freeze_startup_heap
 from webhookdeliver import endpoint_key, sign
@@ -180,13 +181,14 @@ def _schedule_rows(
     tenant: str | None = None,
     id_prefix: str = "B",
     run_at: datetime | None = None,
+    ulid_ids: bool = False,
 ) -> list[dict[str, Any]]:
     """n schedules' rows as the repository writes them, their targets spread over `urls`; a
     `run_at` makes one-off schedules (no cron) due then."""
     now = utc_now()
     rows = []
     for i in range(n):
-        sid = f"sch_{id_prefix}{i:025d}"
+        sid = new_id("sch") if ulid_ids else f"sch_{id_prefix}{i:025d}"
         url = urls[i % len(urls)]
         rows.append(
             {

@@ -116,6 +116,25 @@ def _worker_env(db: str, bootstrap: str) -> dict[str, str]:
     }
 
 
+async def _log_statements(c: Any, database: str) -> None:
+    """BENCH_PG_LOG_STATEMENTS=1: every statement's duration in the server's log;
+    BENCH_PG_AUTO_EXPLAIN=MS: the plans (EXPLAIN ANALYZE) of those slower than MS (auto_explain,
+    loaded for this database's sessions), for an offline breakdown."""
+    settings = []
+    if os.environ.get("BENCH_PG_LOG_STATEMENTS"):
+        settings.append("log_min_duration_statement = 0")
+    if ms := os.environ.get("BENCH_PG_AUTO_EXPLAIN"):
+        settings += [
+            "session_preload_libraries = 'auto_explain'",
+            f"auto_explain.log_min_duration = {int(ms)}",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_buffers = on",
+        ]
+    async with c.engine.begin() as conn:
+        for setting in settings:
+            await conn.execute(sa.text(f'ALTER DATABASE "{database}" SET {setting}'))
+
+
 def _py_spy(pid: int) -> subprocess.Popen[bytes] | None:
     """BENCH_PYSPY=path/to/py-spy BENCH_PYSPY_OUT=file.svg: a flame graph of our worker's
     round (a sampling profiler in another process: the worker's figures barely move)."""
@@ -204,13 +223,7 @@ async def _ours(base: str, urls: list[str], bootstrap: str, n: int) -> dict[str,
     async with _database(base) as db:
         await upgrade(db)
         c = _container(db)
-        if os.environ.get("BENCH_PG_LOG_STATEMENTS"):
-            # Every statement's duration in the server log, for an offline breakdown.
-            async with c.engine.begin() as conn:
-                name = make_url(db).database
-                await conn.execute(
-                    sa.text(f'ALTER DATABASE "{name}" SET log_min_duration_statement = 0')
-                )
+        await _log_statements(c, str(make_url(db).database))
         u = make_url(db)
         dsn = u.set(drivername="postgresql").render_as_string(False)
         port = _free_port()
@@ -227,7 +240,7 @@ async def _ours(base: str, urls: list[str], bootstrap: str, n: int) -> dict[str,
             cron = f"{due.minute} {due.hour} {due.day} {due.month} *"
 
             async def fill() -> None:
-                rows = _schedule_rows(c, urls, n, next_run_at=due, cron=cron)
+                rows = _schedule_rows(c, urls, n, next_run_at=due, cron=cron, ulid_ids=True)
                 async with c.engine.begin() as conn:
                     for i in range(0, n, 2000):
                         await conn.execute(sa.insert(schedules), rows[i : i + 2000])

@@ -78,16 +78,23 @@ class SeedWalk:
     after: str = ""
     """The walk goes on after this id ("" the start)."""
     full_from: datetime | None = None
-    """When the current full walk started (None: none yet, the next pass starts one)."""
+    """When the last full walk started (None: none yet, the next pass starts one)."""
+    full: bool = False
+    """A full walk is under way: its passes follow each other at once."""
 
     def next_start(self, now: datetime) -> str:
         if self.full_from is None or now - self.full_from >= FULL_WALK:
-            self.full_from, self.after = now, ""
+            self.full_from, self.after, self.full = now, "", True
         return self.after
 
-    def advance(self, last: str | None, now: datetime) -> None:
-        # At the end, the next passes read only the ids of the last RECENT.
-        self.after = last if last is not None else first_id_at("sch", now - RECENT)
+    def advance(self, last: str | None, now: datetime) -> bool:
+        """Where the next pass starts; True when it should come at once."""
+        if last is not None:
+            self.after = last
+            return self.full
+        # At the end: the next passes read only the ids of the last RECENT.
+        self.after, self.full = first_id_at("sch", now - RECENT), False
+        return False
 
 
 async def count_missing_once(
@@ -107,10 +114,8 @@ async def count_missing_once(
         marks = await uow.ledger.claim_watermarks(horizon, batch)
         missing = await _check(uow, marks, now, floor, horizon) if marks else 0
         await uow.commit()
-    if walk is not None:
-        walk.advance(seeded.last, now)
-    more = len(marks) >= batch or seeded.last is not None
-    return WatchReport(len(marks), missing, more)
+    walking = walk.advance(seeded.last, now) if walk is not None else False
+    return WatchReport(len(marks), missing, len(marks) >= batch or walking)
 
 
 async def _check(

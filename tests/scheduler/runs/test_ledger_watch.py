@@ -141,7 +141,7 @@ async def test_the_seed_walks_by_id_then_reads_only_recent_ids(
     walk = SeedWalk()
     with patch.object(ledger_watch, "SEED_WINDOW", 1):
         first = await count_missing_once(container.uow_factory, mclock(), walk=walk)
-        assert first.more  # a full window: the walk goes on at once
+        assert first.more  # a full window of a full walk: the next pass comes at once
         assert walk.after == old.id
         assert old.id in await marks(container)
         await count_missing_once(container.uow_factory, mclock(), walk=walk)
@@ -158,3 +158,10 @@ async def test_the_seed_walks_by_id_then_reads_only_recent_ids(
     mclock.advance(minutes=60)  # a full walk again
     await count_missing_once(container.uow_factory, mclock(), walk=walk)
     assert old.id in await marks(container)
+    # Between full walks, a full window of recent ids goes on at the next interval, not at once.
+    await add_schedule(container, "http://127.0.0.1:9/x", name="new-1")
+    await add_schedule(container, "http://127.0.0.1:9/x", name="new-2")
+    assert not walk.full
+    with patch.object(ledger_watch, "SEED_WINDOW", 1):
+        report = await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert not report.more
