@@ -22,6 +22,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.bootstrap import Container
 from scheduler.domain.events import DomainEvent
 from scheduler.domain.run import AttemptOutcome, Run, Trigger
+from scheduler.service_layer.flow_ports import Deferral
 from scheduler.service_layer.settle import Completion, settle_completions
 from servicekit.data.database import CONFIGURED_PLANS_SQL, GENERIC_PLANS_SQL, asyncpg_connection
 from tests.scheduler.runs.conftest import T0, add_schedule
@@ -297,22 +298,27 @@ async def test_a_group_larger_than_one_multi_row_statement_is_written_whole(
     assert len(await rows(container, outbox)) == 1100
 
 
-@pytest.mark.parametrize("mode", ["custom", "generic"])
+@pytest.mark.parametrize("mode", ["custom", "generic", "stale"])
 async def test_a_settle_reads_its_own_runs_not_every_leased_one(
     container: Container, uows: SqlUnitOfWorkFactory, mode: str
 ) -> None:
     """Other workers hold 1,500 leases: the settle of 10 runs locks them through the primary key
-    (EXPLAIN), never through ix_runs_lease over all 1,510 in_progress runs; on the generic plan
-    the settle runs on (GENERIC_PLANS_SQL) as on a plan for the values."""
+    (EXPLAIN), never through a partial index of the leased runs over all 1,510 of them; on the
+    generic plan the settle runs on (GENERIC_PLANS_SQL) as on a plan for the values; and with
+    the statistics of an empty table ("stale": a burst planned seconds ago, not yet analysed)."""
     if container.engine.dialect.name != "postgresql":
         pytest.skip("EXPLAIN of the PostgreSQL statement")
+    if mode == "stale":
+        async with container.engine.begin() as conn:
+            await conn.execute(sa.text("ANALYZE runs"))
     s = await add_schedule(container, "http://127.0.0.1:9/x")
     others = [_run(s.id, n) for n in range(1500)]
     await _claimed(uows, others, owner="w:other")
     mine = [_run(s.id, n) for n in range(1500, 1510)]
     held = await _claimed(uows, mine)
-    async with container.engine.begin() as conn:
-        await conn.execute(sa.text("ANALYZE runs"))
+    if mode != "stale":
+        async with container.engine.begin() as conn:
+            await conn.execute(sa.text("ANALYZE runs"))
     completions = []
     for r in mine:
         held[r.id].record_attempt("w:1", OK, AT, None)
@@ -321,12 +327,57 @@ async def test_a_settle_reads_its_own_runs_not_every_leased_one(
     async with container.engine.connect() as conn:
         await conn.begin()
         db = await asyncpg_connection(conn)
-        if mode == "generic":
+        if mode in ("generic", "stale"):
             plan = await explain_generic(db, WRITE_OWNED_SQL, *params)
         else:
             explained = await db.fetch("EXPLAIN (ANALYZE, COSTS OFF) " + WRITE_OWNED_SQL, *params)
             plan = "\n".join(r[0] for r in explained)
         await conn.rollback()
     assert "ix_runs_lease" not in plan, plan
+    assert "ix_runs_destination_leased" not in plan, plan
     most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
-    assert most <= 10, plan
+    # At most the 10 runs' index entries and those of their previous row versions (the claim's
+    # update, until vacuum); never the 1,500 other leases.
+    assert most <= 20, plan
+
+
+async def test_lease_extensions_and_deferrals_probe_the_primary_key_on_stale_statistics(
+    container: Container, uows: SqlUnitOfWorkFactory
+) -> None:
+    """With the statistics of an empty runs table (a burst planned seconds ago), the by-id
+    statements on leased runs (lease extension, flow control's deferral) read their run through
+    the primary key, not every leased run through a partial index (EXPLAIN ANALYZE of the
+    statements the repository sends, with their parameters)."""
+    if container.engine.dialect.name != "postgresql":
+        pytest.skip("EXPLAIN of the PostgreSQL statements")
+    async with container.engine.begin() as conn:
+        await conn.execute(sa.text("ANALYZE runs"))
+    s = await add_schedule(container, "http://127.0.0.1:9/x")
+    held = await _claimed(uows, [_run(s.id, n) for n in range(1500)], owner="w:other")
+    mine = sorted(held)[:1]
+    sent: list[tuple[str, Any]] = []
+
+    def capture(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, many: bool) -> None:
+        if statement.startswith("UPDATE runs"):
+            sent.append((statement, params[0] if many else params))
+
+    sa.event.listen(container.engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        async with uows() as uow:
+            await uow.runs.extend_run_leases([(mine[0], "w:other")], AT + 2 * LEASE)
+            await uow.destinations.defer_runs([Deferral(mine[0], "w:other", AT + LEASE)])
+            await uow.rollback()
+    finally:
+        sa.event.remove(container.engine.sync_engine, "before_cursor_execute", capture)
+    assert len(sent) == 2, sent
+    for statement, params in sent:
+        async with container.engine.connect() as conn:
+            await conn.begin()
+            result = await conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF) " + statement, params)
+            plan = "\n".join(r[0] for r in result)
+            await conn.rollback()
+        assert "runs_pkey" in plan, plan
+        most = max(int(n) for n in re.findall(r"actual time=\S+ rows=(\d+)", plan))
+        removed = [int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan)]
+        assert most <= 1, plan
+        assert not any(removed), plan

@@ -19,7 +19,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduler.adapters.db.dialect import dialect_insert, rowcount
-from scheduler.adapters.db.tables import LEASED_SQL, LIVE_DUE_SQL, destinations, runs, schedules
+from scheduler.adapters.db.tables import (
+    LEASED_RECHECK_SQL,
+    LEASED_SQL,
+    LIVE_DUE_SQL,
+    destinations,
+    runs,
+    schedules,
+)
 from scheduler.adapters.db.types import UTCDateTime
 from scheduler.domain.run import RunStatus
 from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
@@ -234,7 +241,7 @@ class SqlDestinationRepository:
             sa.update(runs)
             .where(runs.c.id == sa.bindparam("b_id"))
             .where(runs.c.lease_owner == sa.bindparam("b_owner"))
-            .where(sa.text(LEASED_SQL))
+            .where(sa.text(LEASED_RECHECK_SQL))  # by primary key, whatever the statistics
             .values(
                 status=RunStatus.PENDING.value,
                 lease_owner=None,

@@ -16,6 +16,7 @@ from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import SPEC_COLUMNS, as_datetime, delivery_spec, row_to_run
 from scheduler.adapters.db.tables import (
     BACKFILL_DUE_SQL,
+    LEASED_RECHECK_SQL,
     LEASED_SQL,
     LIVE_DUE_SQL,
     PLANNED_SQL,
@@ -397,7 +398,7 @@ class Claims(RunSql):
             sa.update(runs)
             .where(runs.c.id == sa.bindparam("b_id"))
             .where(runs.c.lease_owner == sa.bindparam("b_owner"))
-            .where(sa.text(LEASED_SQL))
+            .where(sa.text(LEASED_RECHECK_SQL))  # by primary key, whatever the statistics
         )
         await self.conn.execute(
             stmt,

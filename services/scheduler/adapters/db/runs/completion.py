@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from scheduler.adapters.db.runs.base import RunSql
 from scheduler.adapters.db.runs.rows import row_to_run
-from scheduler.adapters.db.tables import AWAITING_SQL, delivery_attempts, runs
+from scheduler.adapters.db.tables import AWAITING_SQL, LEASED_RECHECK_SQL, delivery_attempts, runs
 from scheduler.domain.run import Run, RunStatus
 
 _IN_PROGRESS = RunStatus.IN_PROGRESS.value
@@ -25,7 +25,7 @@ class CompletionQueries(RunSql):
         stmt = (
             sa.update(runs)
             .where(runs.c.id == run.id)
-            .where(runs.c.status == _IN_PROGRESS)
+            .where(sa.text(LEASED_RECHECK_SQL))  # by primary key, whatever the statistics
             .where(runs.c.lease_owner == owner)
             .values(
                 completion_attempt=run.completion_attempt,
@@ -43,7 +43,7 @@ class CompletionQueries(RunSql):
         stmt = (
             sa.update(runs)
             .where(runs.c.id == sa.bindparam("b_id"))
-            .where(runs.c.status == _IN_PROGRESS)
+            .where(sa.text(LEASED_RECHECK_SQL))
             .where(runs.c.lease_owner.is_(None))
             .values(completion_deadline=sa.bindparam("b_deadline"))
         )

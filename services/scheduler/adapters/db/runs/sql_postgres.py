@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from scheduler.adapters.db.outbox_rows import OUTBOX_COLUMNS
-from scheduler.adapters.db.tables import DUE_RECHECK_SQL, LIVE_DUE_SQL
+from scheduler.adapters.db.tables import DUE_RECHECK_SQL, LEASED_RECHECK_SQL, LIVE_DUE_SQL
 
 
 def positional(sql: str, names: dict[str, str]) -> str:
@@ -100,9 +100,10 @@ FAIR_CHOICE_SQL = positional(
 # parameter each, typed jsonb (`_rows`: parsed once), whose text the asyncpg codec sends as it
 # is, where 25 array parameters cost ~7 us of client CPU per run to encode (measured).
 # - `locked` locks the runs still leased to the completion's owner, in id order (no deadlock
-#   with another settle or a lease extension), probing the primary key with the batch's ids
-#   (joined on v alone, the planner read every in_progress run, all replicas' leases, through
-#   ix_runs_lease on each settle);
+#   with another settle or a lease extension), one primary-key probe per run of the batch (a
+#   LATERAL per id: joined on v, the planner read every in_progress run, all replicas' leases,
+#   through ix_runs_lease on each settle; with ANY(ids) and the statistics of a burst planned
+#   seconds ago, through ix_runs_destination_leased);
 # - `written` stores their state (its WHERE re-checks the lease on the newest row version);
 # - attempts and outbox rows are inserted for the written runs only, in completion order;
 # - `reset` is the breaker's all-succeeded case (on SQLite `Settle._reset_consecutive_failures`).
@@ -147,11 +148,11 @@ def _rows(parameter: str, columns: tuple[tuple[str, str], ...]) -> str:
 WRITE_OWNED_SQL = f"""
 WITH v AS ({_rows("$1", RUN_COLUMNS)}),
 locked AS (
-  SELECT runs.id FROM runs JOIN v ON v.id = runs.id
-  WHERE runs.id = ANY(ARRAY(SELECT id FROM v))
-    AND runs.status = 'in_progress' AND runs.lease_owner = v.owner
-  ORDER BY runs.id
-  FOR UPDATE OF runs
+  SELECT l.id FROM (SELECT id, owner FROM v ORDER BY id) mine CROSS JOIN LATERAL (
+    SELECT runs.id FROM runs
+    WHERE runs.id = mine.id AND {LEASED_RECHECK_SQL} AND runs.lease_owner = mine.owner
+    FOR UPDATE OF runs
+  ) l
 ),
 written AS (
   UPDATE runs SET status = v.status, skip_reason = v.skip_reason,
@@ -159,8 +160,8 @@ written AS (
     started_at = v.started_at, finished_at = v.finished_at, lease_owner = v.lease_owner,
     lease_expires_at = v.lease_expires_at
   FROM v
-  WHERE runs.id = v.id AND runs.id IN (SELECT id FROM locked)
-    AND runs.status = 'in_progress' AND runs.lease_owner = v.owner
+  WHERE runs.id = ANY(ARRAY(SELECT id FROM locked)) AND runs.id = v.id
+    AND {LEASED_RECHECK_SQL} AND runs.lease_owner = v.owner
   RETURNING runs.id, runs.schedule_id, runs.status
 ),
 attempts_in AS (
