@@ -351,3 +351,32 @@ async def test_max_in_flight_holds_across_two_dispatchers(
     assert first.flow is not None
     assert second.flow is not None
     assert first.flow.gate.deferred + second.flow.gate.deferred > 0
+
+
+async def test_a_take_over_is_judged_even_while_the_destination_is_held(
+    make_harness: Callable[..., Awaitable[Harness]],
+    db_url: str,
+    receivers: Callable[[], Awaitable[FlowReceiver]],
+) -> None:
+    h = await make_harness(db_url, retry_max_attempts=1)
+    rx = await receivers()
+    sub = await subscribe(h, rx.url)
+    await fan_out(h, 1)
+    now = h.clock()
+    lease = timedelta(seconds=h.settings.dispatch_lease_seconds)
+    store = h.app.container.dispatcher.store
+    assert len(await store.acquire_due_deliveries("crashed-owner", now, now + lease, 10)) == 1
+    h.clock.advance(seconds=h.settings.dispatch_lease_seconds + 1)
+    until = h.clock() + timedelta(minutes=10)
+    raw = destination_envelope(
+        "t1", "destination.held", h.clock(), destination=rx.destination, held_until=iso(until)
+    )
+    await publish(h.bus, TOPIC, raw)
+    assert await h.app.destinations.run_once() == 1
+
+    # Its lost attempt was its only one: dead at the take-over, not handed back to be tried
+    # again after the hold (which would be an attempt beyond its budget).
+    assert await deliver_due(h.app.container.dispatcher) == 1
+    [row] = await deliveries(h, sub["id"])
+    assert (row["status"], row["attempt_count"]) == ("dead", 1)
+    assert rx.requests == []

@@ -21,6 +21,9 @@ the destination for every one of them. The rules are `servicekit.flow`'s, the sc
   only for destinations whose adaptive rate a claim here has seen, at most once a second.
 - Cost without limits: per claim, the lock and one read (constant SQL on PostgreSQL), nothing
   written; nothing at all after the completions.
+- A claim that took an expired lease over (its lost attempt counted) is not gated: the
+  dispatcher judges it at once (dead at the take-over when that was the round's last attempt),
+  and it takes the slot its lost attempt held.
 - Not here: the token reservations and slot wake-ups of the scheduler's gate (a deferred
   delivery comes back at its instant and takes a fresh token; fan-out is less bursty per
   destination than a schedule's runs).
@@ -79,8 +82,18 @@ class DeliveryFlowGate:
         """The claimed deliveries that may be attempted now, in claim order; the others are
         deferred in the claim's transaction (module docstring)."""
         groups: dict[Key, list[ClaimedDelivery]] = {}
+        taken_over: dict[Key, int] = {}
         for c in claimed:
-            groups.setdefault(key_of(c), []).append(c)
+            key = key_of(c)
+            if c.lost_attempt:
+                # Not gated: the claim counted its lost attempt, and the dispatcher must judge
+                # it now (a delivery whose lost attempt was its round's last ends dead without
+                # a POST; handed back, it would be attempted once more). It takes the slot its
+                # lost attempt held.
+                taken_over[key] = taken_over.get(key, 0) + 1
+                groups.setdefault(key, [])
+            else:
+                groups.setdefault(key, []).append(c)
         if not groups:
             return []
         keys = sorted(groups)
@@ -90,7 +103,8 @@ class DeliveryFlowGate:
         for key in keys:
             group = groups[key]
             policy, state = self._policy_state(key, records.get(key))
-            a = admit(policy, state, now, in_flight=counts.get(key, 0), wanted=len(group))
+            in_flight = counts.get(key, 0) + taken_over.get(key, 0)
+            a = admit(policy, state, now, in_flight=in_flight, wanted=len(group))
             for c, due in zip(group[a.granted :], a.due_again, strict=True):
                 deferrals.append(Deferral(c.id, owner, due))
             if (a.state.tokens, a.state.tokens_at) != (state.tokens, state.tokens_at):
