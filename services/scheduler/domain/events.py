@@ -36,7 +36,7 @@ class DomainEvent:
     scheduled_for: datetime | None = None
     topic: str = SCHEDULE_EVENTS_TOPIC
     partition_key: str | None = None
-    """The bus key when the event is not a schedule's (a destination's: its tenant)."""
+    """The bus key when the event is not a schedule's (a destination's)."""
 
     @property
     def key(self) -> str:
@@ -49,7 +49,9 @@ def destination_event(
     """A flow-control event (DESIGN §7b): `data` names the `destination` (host:port) and
     carries the policy (`destination.updated`: `max_in_flight`, `per_second`) or the hold
     (`destination.held`: `held_until`), so notification's deliveries obey the same limits.
-    Keyed by tenant: one tenant's changes to its destinations stay in order."""
+    Keyed by (tenant, destination), holds apart: a destination's policy changes stay in order,
+    and on a compacted topic its latest policy is kept whatever holds came after it."""
+    key = f"{tenant_id}|{data['destination']}"  # a destination never holds "|"
     return DomainEvent(
         id=event_id,
         type=type_,
@@ -58,5 +60,5 @@ def destination_event(
         schedule_id="",
         data=data,
         topic=DESTINATION_EVENTS_TOPIC,
-        partition_key=tenant_id,
+        partition_key=f"{key}|held" if type_ == DESTINATION_HELD else key,
     )
