@@ -380,3 +380,23 @@ async def test_a_take_over_is_judged_even_while_the_destination_is_held(
     [row] = await deliveries(h, sub["id"])
     assert (row["status"], row["attempt_count"]) == ("dead", 1)
     assert rx.requests == []
+
+
+async def test_per_second_paces_the_deliveries(
+    harness: Harness, receivers: Callable[[], Awaitable[FlowReceiver]]
+) -> None:
+    h = harness
+    rx = await receivers()
+    sub = await subscribe(h, rx.url)
+    await set_policy(h, rx.destination, 10, per_second=2.0)
+    await fan_out(h, 6)
+    dispatcher = h.app.container.dispatcher
+    sent: list[int] = []
+    for _ in range(5):  # 2 s: a burst of 2 tokens, then 2 a second
+        sent.append(await deliver_due(dispatcher))
+        h.clock.advance(seconds=0.5)
+    assert sum(sent) == 6
+    assert sent[0] == 2
+    assert max(sent[1:]) == 1
+    rows = await deliveries(h, sub["id"])
+    assert all((r["status"], r["attempt_count"]) == ("succeeded", 1) for r in rows)

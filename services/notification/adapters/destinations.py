@@ -20,7 +20,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from notification.adapters.tables import LEASED_SQL, destinations, subscriptions, webhook_deliveries
+from notification.adapters.tables import (
+    DUE_STATUSES_SQL,
+    LEASED_SQL,
+    destinations,
+    subscriptions,
+    webhook_deliveries,
+)
 from notification.domain.destinations import DELETED, HELD, UPDATED, DestinationEvent
 from notification.service_layer.flow_ports import Deferral, DestinationRecord, Key, StateChange
 from servicekit.data.columns import UTCDateTime
@@ -203,6 +209,23 @@ class SqlDestinationStore:
         async with self.engine.begin() as conn:
             records = await _lock_records(conn, sorted(set(keys)))
             await _save_states(conn, change(records), now)
+
+    async def wake(self, delivery_ids: Sequence[str], now: datetime) -> int:
+        if not delivery_ids:
+            return 0
+        at = sa.literal(now, UTCDateTime())
+        stmt = (
+            sa.update(_D)
+            .where(
+                _D.c.id.in_(sorted(delivery_ids)),  # id order, as every writer
+                _D.c.lease_owner.is_(None),
+                sa.text(f"webhook_deliveries.{DUE_STATUSES_SQL}"),
+                _D.c.next_attempt_at > at,
+            )
+            .values(next_attempt_at=at)
+        )
+        async with self.engine.begin() as conn:
+            return int((await conn.execute(stmt)).rowcount)
 
     async def apply_events(self, events: Sequence[DestinationEvent], now: datetime) -> int:
         """In event order. A policy older than the copy's (`policy_at`) is ignored; a hold

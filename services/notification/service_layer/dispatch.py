@@ -188,12 +188,14 @@ class DeliveryLeases:
         released = [(r.id, r.owner) for r in batch if isinstance(r, Released)]
         if released:
             await self.store.release_deliveries(released, now)
+            if self.flow is not None:
+                self.flow.gate.forget([i for i, _ in released])
         done = [c for c in batch if isinstance(c, DeliveryCompletion)]
         if not done:
             return set()
         report = await self.store.complete_deliveries(done, now)
         lost = {c.delivery_id for c in done} - report.written
-        await self._react(done, report.written, now)
+        await self._settle_flow(done, report.written, lost, now)
         try:
             await self._apply_health_rule(report.failing, now)
         except Exception:
@@ -201,24 +203,34 @@ class DeliveryLeases:
             log.exception("endpoint health rule not applied")
         return lost
 
-    async def _react(
-        self, done: Sequence[DeliveryCompletion], written: set[str], now: datetime
+    async def _settle_flow(
+        self,
+        done: Sequence[DeliveryCompletion],
+        written: set[str],
+        lost: set[str],
+        now: datetime,
     ) -> None:
-        """The destinations' signals in the written attempts' answers (flow_control.py)."""
+        """Flow control after the completions (flow_control.py): the slots they free, the
+        destinations' signals in their answers. Never raises: a lost wake-up leaves the waiting
+        deliveries to their spread wait, a lost reaction costs one signal (the destination's
+        next answer tells it again)."""
         if self.flow is None:
             return
-        answers = [
-            (c.flow_key, c.flow)
-            for c in done
-            if c.flow is not None and c.flow_key is not None and c.delivery_id in written
-        ]
-        if not answers:
-            return
+        gate = self.flow.gate
+        gate.forget(sorted(lost))
         try:
-            await self.flow.gate.react(self.flow.store, answers, now)
+            due = gate.freed(sorted(written))
+            if due:
+                await self.flow.store.wake(due, now)
+            answers = [
+                (c.flow_key, c.flow)
+                for c in done
+                if c.flow is not None and c.flow_key is not None and c.delivery_id in written
+            ]
+            if answers:
+                await gate.react(self.flow.store, answers, now)
         except Exception:
-            # A lost reaction costs one signal: the destination's next answer tells it again.
-            log.exception("flow control reaction not written")
+            log.exception("flow control not updated after a completion write")
 
     async def _apply_health_rule(self, failing: dict[str, EndpointHealth], now: datetime) -> None:
         to_disable = [
@@ -240,7 +252,9 @@ class DeliveryLeases:
         return Released(lease.id, owner)
 
     async def next_due_at(self) -> datetime | None:
-        return None  # not probed: the claim loop polls every `idle_poll_seconds`
+        # Not probed in the database (the claim loop polls every `idle_poll_seconds`); only
+        # the deliveries this worker's gate deferred, so it looks again when they are due.
+        return None if self.flow is None else self.flow.gate.next_due_at(self.clock())
 
 
 class DeliveryDispatcher:

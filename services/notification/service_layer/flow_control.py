@@ -24,9 +24,12 @@ the destination for every one of them. The rules are `servicekit.flow`'s, the sc
 - A claim that took an expired lease over (its lost attempt counted) is not gated: the
   dispatcher judges it at once (dead at the take-over when that was the round's last attempt),
   and it takes the slot its lost attempt held.
-- Not here: the token reservations and slot wake-ups of the scheduler's gate (a deferred
-  delivery comes back at its instant and takes a fresh token; fan-out is less bursty per
-  destination than a schedule's runs).
+- A delivery deferred for a slot comes back after a short spread wait, or as soon as this
+  worker's completion write frees a slot there (`freed`: made due at once, in one UPDATE); the
+  claim loop looks again at the earliest instant a deferred one is due (`next_due_at`), not
+  only after its idle poll.
+- Not here: the scheduler's token reservations (a delivery deferred for a token comes back at
+  its token's instant and takes a fresh one: a token may be wasted, the rate never exceeded).
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ log = logging.getLogger("notification.flow")
 RECOVERY_WRITE_SECONDS = 1.0
 """Fine answers write an adaptive destination's recovery at most this often per worker."""
 MAX_KNOWN_ADAPTIVE = 10_000
+MAX_SLOT_WAITERS = 10_000
+"""Deliveries deferred for a slot that this worker remembers (to make them due when one frees)."""
+MAX_ADMITTED = 100_000
+"""Deliveries admitted and not yet written that this worker remembers (far more than it holds)."""
 NEVER = datetime.min.replace(tzinfo=UTC)
 
 
@@ -75,6 +82,12 @@ class DeliveryFlowGate:
     """Deliveries handed back by the gate (since start)."""
     _adaptive: dict[Key, datetime] = field(default_factory=dict)
     """Destinations with an adaptive rate, as the claims read them -> last recovery write."""
+    _admitted: dict[str, Key] = field(default_factory=dict)
+    """Deliveries this worker's claims let start, not yet written -> their destination."""
+    _waiters: dict[Key, dict[str, None]] = field(default_factory=dict)
+    """Deliveries this worker deferred for a slot, per destination, in turn order."""
+    _soonest: datetime | None = None
+    """The earliest instant a delivery this worker deferred is due again."""
 
     async def admit_claimed(
         self, claimed: Sequence[ClaimedDelivery], tx: ClaimFlow, owner: str, now: datetime
@@ -83,8 +96,11 @@ class DeliveryFlowGate:
         deferred in the claim's transaction (module docstring)."""
         groups: dict[Key, list[ClaimedDelivery]] = {}
         taken_over: dict[Key, int] = {}
+        if len(self._admitted) >= MAX_ADMITTED:  # attempts that raised are never written
+            self._admitted.clear()
         for c in claimed:
             key = key_of(c)
+            self._admitted[c.id] = key
             if c.lost_attempt:
                 # Not gated: the claim counted its lost attempt, and the dispatcher must judge
                 # it now (a delivery whose lost attempt was its round's last ends dead without
@@ -105,8 +121,18 @@ class DeliveryFlowGate:
             policy, state = self._policy_state(key, records.get(key))
             in_flight = counts.get(key, 0) + taken_over.get(key, 0)
             a = admit(policy, state, now, in_flight=in_flight, wanted=len(group))
-            for c, due in zip(group[a.granted :], a.due_again, strict=True):
+            rest = zip(group[a.granted :], a.due_again, a.for_slot, strict=True)
+            for c, due, for_slot in rest:
                 deferrals.append(Deferral(c.id, owner, due))
+                self._admitted.pop(c.id, None)
+                if for_slot:
+                    self._wait(key, c.id)
+                elif key in self._waiters:
+                    self._waiters[key].pop(c.id, None)
+            waiting = self._waiters.get(key)
+            if waiting:
+                for c in group[: a.granted]:
+                    waiting.pop(c.id, None)
             if (a.state.tokens, a.state.tokens_at) != (state.tokens, state.tokens_at):
                 states[key] = a.state
         if not deferrals:
@@ -114,8 +140,51 @@ class DeliveryFlowGate:
         await tx.save_states(states, now)
         await tx.defer(deferrals)
         self.deferred += len(deferrals)
+        soonest = min(d.due_at for d in deferrals)
+        if self._soonest is None or self._soonest <= now or soonest < self._soonest:
+            self._soonest = soonest
         later = {d.delivery_id for d in deferrals}
         return [c for c in claimed if c.id not in later]
+
+    def _wait(self, key: Key, delivery_id: str) -> None:
+        waiting = self._waiters.get(key)
+        if waiting is not None and delivery_id in waiting:
+            return
+        if sum(len(w) for w in self._waiters.values()) < MAX_SLOT_WAITERS:
+            self._waiters.setdefault(key, {})[delivery_id] = None
+
+    def next_due_at(self, now: datetime) -> datetime | None:
+        """When a delivery this worker deferred is due again (its claim loop looks then,
+        rather than after its idle poll), None when none is ahead."""
+        if self._soonest is not None and self._soonest <= now:
+            self._soonest = None
+        return self._soonest
+
+    def freed(self, written: Sequence[str]) -> list[str]:
+        """The written deliveries free their destinations' slots: as many of the deliveries
+        this worker deferred there for a slot are to be due now (not at their spread wait), so
+        a destination is not left idle while they wait. Other workers' slots free theirs."""
+        slots: dict[Key, int] = {}
+        for delivery_id in written:
+            key = self._admitted.pop(delivery_id, None)
+            if key is not None and key in self._waiters:
+                slots[key] = slots.get(key, 0) + 1
+        due: list[str] = []
+        for key, n in slots.items():
+            waiting = self._waiters[key]
+            while waiting and n > 0:
+                delivery_id = next(iter(waiting))
+                del waiting[delivery_id]
+                due.append(delivery_id)
+                n -= 1
+            if not waiting:
+                del self._waiters[key]
+        return due
+
+    def forget(self, delivery_ids: Sequence[str]) -> None:
+        """Deliveries whose lease this worker lost or gave back: no slot of theirs to free."""
+        for delivery_id in delivery_ids:
+            self._admitted.pop(delivery_id, None)
 
     def _policy_state(
         self, key: Key, rec: DestinationRecord | None

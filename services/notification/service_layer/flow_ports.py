@@ -66,6 +66,10 @@ class DestinationStore(Protocol):
         """Lock the keys' records, write the states `change` computes from them."""
         ...
 
+    async def wake(self, delivery_ids: Sequence[str], now: datetime) -> int:
+        """Make these deferred deliveries due now (those still unleased, due later)."""
+        ...
+
     async def apply_events(self, events: Sequence[DestinationEvent], now: datetime) -> int:
         """Apply the scheduler's flow-control events to the copy; returns how many changed it."""
         ...
