@@ -39,7 +39,8 @@ _T = destinations
 _D = webhook_deliveries
 _S = subscriptions
 # The claim's turns per destination: the two-int advisory lock space, this namespace apart
-# (the scheduler's is 0x0F10, in its own database).
+# (sql_store.SUBSCRIPTIONS_LOCK_NAMESPACE is another; the scheduler's 0x0F10 is in its own
+# database).
 DESTINATION_LOCK_NAMESPACE = 0x0F11
 _LOCK_PG = (
     "SELECT pg_advisory_xact_lock($1::int, k) FROM unnest($2::int[]) WITH ORDINALITY"

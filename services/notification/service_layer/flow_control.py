@@ -116,6 +116,7 @@ class DeliveryFlowGate:
         records, counts = await tx.lock_for_claim(keys, owner, now)
         deferrals: list[Deferral] = []
         states: dict[Key, FlowState] = {}
+        room = MAX_SLOT_WAITERS - sum(len(w) for w in self._waiters.values())
         for key in keys:
             group = groups[key]
             policy, state = self._policy_state(key, records.get(key))
@@ -125,14 +126,17 @@ class DeliveryFlowGate:
             for c, due, for_slot in rest:
                 deferrals.append(Deferral(c.id, owner, due))
                 self._admitted.pop(c.id, None)
-                if for_slot:
-                    self._wait(key, c.id)
-                elif key in self._waiters:
+                if for_slot and room > 0:
+                    waiting = self._waiters.setdefault(key, {})
+                    if c.id not in waiting:
+                        waiting[c.id] = None
+                        room -= 1
+                elif not for_slot and key in self._waiters:
                     self._waiters[key].pop(c.id, None)
-            waiting = self._waiters.get(key)
-            if waiting:
+            admitted_waiters = self._waiters.get(key)
+            if admitted_waiters:
                 for c in group[: a.granted]:
-                    waiting.pop(c.id, None)
+                    admitted_waiters.pop(c.id, None)
             if (a.state.tokens, a.state.tokens_at) != (state.tokens, state.tokens_at):
                 states[key] = a.state
         if not deferrals:
@@ -145,13 +149,6 @@ class DeliveryFlowGate:
             self._soonest = soonest
         later = {d.delivery_id for d in deferrals}
         return [c for c in claimed if c.id not in later]
-
-    def _wait(self, key: Key, delivery_id: str) -> None:
-        waiting = self._waiters.get(key)
-        if waiting is not None and delivery_id in waiting:
-            return
-        if sum(len(w) for w in self._waiters.values()) < MAX_SLOT_WAITERS:
-            self._waiters.setdefault(key, {})[delivery_id] = None
 
     def next_due_at(self, now: datetime) -> datetime | None:
         """When a delivery this worker deferred is due again (its claim loop looks then,
