@@ -12,6 +12,10 @@ from collections.abc import Iterable, Mapping
 SCHEDULE_EVENTS_TOPIC = "schedule-events"
 PLATFORM_EVENTS_TOPIC = "platform-events"
 BILLING_ENTITLEMENTS_TOPIC = "billing-entitlements"
+DESTINATION_EVENTS_TOPIC = "destination-events"
+"""Flow control per destination (DESIGN §7b), scheduler to notification: a tenant's policy for
+a destination and the holds a destination asked for, so both services' deliveries obey them.
+Internal: not fanned out to subscriptions (notification consumes it apart)."""
 
 EVENT_TYPES_BY_TOPIC: Mapping[str, tuple[str, ...]] = {
     SCHEDULE_EVENTS_TOPIC: (
@@ -29,6 +33,7 @@ EVENT_TYPES_BY_TOPIC: Mapping[str, tuple[str, ...]] = {
     ),
     PLATFORM_EVENTS_TOPIC: ("tenant.suspended", "tenant.reinstated"),
     BILLING_ENTITLEMENTS_TOPIC: ("entitlements.updated",),
+    DESTINATION_EVENTS_TOPIC: ("destination.updated", "destination.deleted", "destination.held"),
 }
 
 

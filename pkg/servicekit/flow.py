@@ -35,6 +35,7 @@ everywhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -45,13 +46,16 @@ __all__ = [
     "MAX_HOLD_SECONDS",
     "Admission",
     "DestinationPolicy",
+    "FlowAnswer",
     "FlowState",
     "Signal",
     "admit",
+    "answers_signal",
     "effective_rate",
     "observed_rate",
     "parse_destination",
     "react",
+    "react_to_answers",
     "signal_of",
     "tenant_policy",
 ]
@@ -265,6 +269,41 @@ def worst(signals: list[Signal]) -> Signal | None:
         return None
     order = (Signal.SLOW_DOWN_AND_HOLD, Signal.HOLD, Signal.SLOW_DOWN, Signal.FINE)
     return next(s for s in order if s in signals)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowAnswer:
+    """What one attempt's answer tells flow control (either service's attempt)."""
+
+    started_at: datetime
+    status_code: int | None
+    retry_after_seconds: float | None
+
+
+def answers_signal(answers: Sequence[FlowAnswer]) -> Signal | None:
+    """The one signal of a batch of a destination's answers (`worst`), None when none tells
+    flow control anything."""
+    return worst([s for a in answers if (s := signal_of(a.status_code, a.retry_after_seconds))])
+
+
+def react_to_answers(
+    state: FlowState,
+    policy: DestinationPolicy,
+    signal: Signal,
+    answers: Sequence[FlowAnswer],
+    now: datetime,
+) -> FlowState:
+    """`react` to a batch's signal (`answers_signal`): the longest Retry-After among the
+    answers holds, the rate they were sent at is the cut's starting point if need be."""
+    waits = [a.retry_after_seconds for a in answers if a.retry_after_seconds is not None]
+    return react(
+        state,
+        policy,
+        signal,
+        now,
+        retry_after_seconds=max(waits) if waits else None,
+        observed=observed_rate([a.started_at for a in answers]),
+    )
 
 
 def _burst(rate: float) -> float:

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from eventbus.catalogue import event_types_of
 from notification.adapters.db import create_engine
 from notification.adapters.delivery_store import SqlDeliveryStore
+from notification.adapters.destinations import SqlDestinationStore
 from notification.adapters.email_store import SqlEmailStore
 from notification.adapters.mailers import EmlDirMailer, SmtpMailer
 from notification.adapters.migrate import upgrade
@@ -25,13 +26,16 @@ from notification.service_layer.dispatch import (
     DeliveryClient,
     DeliveryDispatcher,
     DispatchSettings,
+    FlowControl,
 )
 from notification.service_layer.email_sender import EmailSender, EmailSettings
 from notification.service_layer.fanout import FanOut
+from notification.service_layer.flow_control import DeliveryFlowGate
 from notification.service_layer.ports import Mailer
 from notification.service_layer.subscriptions import SubscriptionService
 from servicekit.data.secretbox import SecretBox, SecretBoxError
 from servicekit.devkeys import load_or_create_key
+from servicekit.flow import DestinationPolicy
 from servicekit.settings import ConfigError
 from webhookdeliver import BackoffPolicy, Deliverer
 
@@ -70,6 +74,7 @@ class Container:
     fanout: FanOut
     alerts: AlertService
     dispatcher: DeliveryDispatcher
+    destinations: SqlDestinationStore
     emails: EmailSender
     mailer: Mailer
     deliverer: Deliverer | None  # owned (closed by aclose) when we created it
@@ -118,6 +123,7 @@ def bootstrap(
     owned = None  # closed by aclose: a client passed in is the caller's
     if delivery_client is None:
         delivery_client = owned = make_deliverer(settings, clock)
+    destinations = SqlDestinationStore(engine)
     dispatcher = DeliveryDispatcher(
         SqlDeliveryStore(engine),
         delivery_client,
@@ -130,6 +136,7 @@ def bootstrap(
         clock,
         on_endpoint_disabled=alerts.endpoint_disabled,
         settings=dispatch_settings(settings),
+        flow=FlowControl(DeliveryFlowGate(destination_defaults(settings)), destinations),
     )
     return Container(
         settings=settings,
@@ -139,6 +146,7 @@ def bootstrap(
         fanout=FanOut(store, clock),
         alerts=alerts,
         dispatcher=dispatcher,
+        destinations=destinations,
         emails=emails,
         mailer=mailer,
         deliverer=owned,
@@ -164,6 +172,10 @@ def backoff_policy(settings: NotificationSettings) -> BackoffPolicy:
         max_attempts=settings.retry_max_attempts,
         max_elapsed_seconds=settings.retry_max_elapsed_seconds,
     )
+
+
+def destination_defaults(settings: NotificationSettings) -> DestinationPolicy:
+    return DestinationPolicy(settings.destination_max_in_flight, settings.destination_per_second)
 
 
 def dispatch_settings(settings: NotificationSettings) -> DispatchSettings:

@@ -70,6 +70,12 @@ class NotificationSettings(ServiceSettings):
     requests_topic: str = Field(
         "notification-requests", description="Topic of alert requests from the scheduler."
     )
+    destinations_topic: str = Field(
+        "destination-events",
+        description="Topic of the scheduler's flow-control events (a tenant's policy per "
+        "destination, and holds): fan-out deliveries obey the same limits. Its consumer group "
+        "is the consumer group's name plus `-destinations`.",
+    )
     consumer_group: str = Field(
         "notification",
         description="Kafka consumer group (the requests consumer adds `-requests`).",
@@ -144,6 +150,23 @@ class NotificationSettings(ServiceSettings):
         le=256,
         description="Attempts in flight at once to one endpoint (host:port), within "
         "`NOTIFICATION_DISPATCH_CONCURRENCY`.",
+    )
+    destination_max_in_flight: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Fan-out attempts in flight at once to one destination (a tenant's "
+        "subscription host:port), across every dispatcher replica, when the tenant set no "
+        "`max_in_flight` for it through the scheduler (`PUT /v1/destinations/{host:port}`). "
+        "Keep it equal to `SCHEDULER_DESTINATION_MAX_IN_FLIGHT`.",
+    )
+    destination_per_second: float | None = Field(
+        None,
+        ge=0.1,
+        le=1000,
+        description="Fan-out requests per second to one destination when the tenant set no "
+        "`per_second` for it (unset: no rate). Keep it equal to "
+        "`SCHEDULER_DESTINATION_PER_SECOND`.",
     )
     dispatch_lease_seconds: float = Field(
         _DISPATCH.lease_seconds,

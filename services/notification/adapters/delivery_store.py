@@ -30,6 +30,7 @@ from sqlalchemy import Select, bindparam, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from notification.adapters import delivery_pg
+from notification.adapters.destinations import SqlClaimFlow
 from notification.adapters.sql_store import SUBSCRIPTION_COLUMNS, subscription_record
 from notification.adapters.tables import (
     DUE_STATUSES_SQL,
@@ -45,6 +46,7 @@ from notification.domain.deliveries import (
     StreakChange,
     streak_changes,
 )
+from notification.service_layer.flow_ports import ClaimGate
 from notification.service_layer.ports import (
     ClaimedDelivery,
     CompletionReport,
@@ -78,7 +80,13 @@ class SqlDeliveryStore:
     # -- leases -------------------------------------------------------------------------------
 
     async def acquire_due_deliveries(
-        self, owner: str, now: datetime, lease_until: datetime, limit: int
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
+        *,
+        gate: ClaimGate | None = None,
     ) -> list[ClaimedDelivery]:
         if self._postgres:
             async with self.engine.begin() as conn:
@@ -87,7 +95,10 @@ class SqlDeliveryStore:
                 rows = await db.fetch(
                     delivery_pg.CLAIM, owner, now, lease_until, limit, *delivery_pg.CLAIM_LOST_ARGS
                 )
-            return delivery_pg.claimed_of(rows)
+                claimed = delivery_pg.claimed_of(rows)
+                if gate is not None and claimed:
+                    claimed = await gate.admit_claimed(claimed, SqlClaimFlow(conn), owner, now)
+            return claimed
         due = (
             select(_D.c.id)
             .join(_S, _S.c.id == _D.c.subscription_id)
@@ -122,20 +133,23 @@ class SqlDeliveryStore:
                     await conn.execute(select(*SUBSCRIPTION_COLUMNS).where(_S.c.id.in_(sub_ids)))
                 ).mappings()
             }
-        return [
-            ClaimedDelivery(
-                id=r["id"],
-                tenant_id=subs[r["subscription_id"]].tenant_id,
-                event_type=r["event_type"],
-                body=bytes(r["body"]),
-                attempt_count=r["attempt_count"],
-                round_attempts=r["round_attempts"],
-                round_started_at=r["round_started_at"],
-                subscription=subs[r["subscription_id"]],
-                lost_attempt=r["id"] in lost,
-            )
-            for r in leased
-        ]
+            claimed = [
+                ClaimedDelivery(
+                    id=r["id"],
+                    tenant_id=subs[r["subscription_id"]].tenant_id,
+                    event_type=r["event_type"],
+                    body=bytes(r["body"]),
+                    attempt_count=r["attempt_count"],
+                    round_attempts=r["round_attempts"],
+                    round_started_at=r["round_started_at"],
+                    subscription=subs[r["subscription_id"]],
+                    lost_attempt=r["id"] in lost,
+                )
+                for r in leased
+            ]
+            if gate is not None:
+                claimed = await gate.admit_claimed(claimed, SqlClaimFlow(conn), owner, now)
+        return claimed
 
     async def _count_lost_attempts_sqlite(
         self, conn: AsyncConnection, due: Select[Any], now: datetime, lease_until: datetime

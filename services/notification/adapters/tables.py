@@ -6,6 +6,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -22,6 +23,7 @@ from servicekit.data.columns import UTCDateTime
 
 # The statuses a delivery can be claimed in (domain.deliveries.DUE_STATES).
 DUE_STATUSES_SQL = "status IN ('pending', 'retrying')"
+LEASED_SQL = "lease_owner IS NOT NULL"
 
 metadata = MetaData(
     naming_convention={
@@ -89,6 +91,35 @@ webhook_deliveries = Table(
     Index("ix_webhook_deliveries_sub_created", "subscription_id", "created_at", "id"),
     # Retention (migration 0002): finished deliveries, oldest first.
     Index("ix_webhook_deliveries_finished", "finished_at"),
+    # Flow control (migration 0006): a tenant's leased deliveries are its attempts in flight.
+    Index(
+        "ix_webhook_deliveries_leased",
+        "tenant_id",
+        postgresql_where=text(LEASED_SQL),
+        sqlite_where=text(LEASED_SQL),
+    ),
+)
+
+# Flow control per (tenant, destination host:port) (migration 0006, domain/destinations.py):
+# the tenant's policy as the scheduler published it (`configured`: one is set; `policy_at`: the
+# time of the event it came from) and the state the destination's answers left, shared by every
+# dispatcher replica (servicekit.flow.FlowState's columns).
+destinations = Table(
+    "destinations",
+    metadata,
+    Column("tenant_id", String(200), primary_key=True),
+    Column("destination", String(261), primary_key=True),
+    Column("configured", Boolean, nullable=False),
+    Column("max_in_flight", Integer, nullable=True),
+    Column("per_second", Float, nullable=True),
+    Column("policy_at", UTCDateTime, nullable=True),
+    Column("held_until", UTCDateTime, nullable=True),
+    Column("current_rate", Float, nullable=True),
+    Column("rate_at", UTCDateTime, nullable=True),
+    Column("cut_at", UTCDateTime, nullable=True),
+    Column("tokens", Float, nullable=True),
+    Column("tokens_at", UTCDateTime, nullable=True),
+    Column("updated_at", UTCDateTime, nullable=False),
 )
 
 delivery_attempts = Table(

@@ -28,7 +28,11 @@ from notification.bootstrap import Container, bootstrap, utc_now
 from notification.config import NotificationSettings
 from notification.entrypoints.api.app import create_app
 from notification.entrypoints.retention import retention_policy, retention_worker
-from notification.entrypoints.workers import AlertRequestWorker, EventFanOutWorker
+from notification.entrypoints.workers import (
+    AlertRequestWorker,
+    DestinationEventsWorker,
+    EventFanOutWorker,
+)
 from notification.service_layer.dispatch import DeliveryClient
 from notification.service_layer.ports import Mailer
 from servicekit.devkeys import load_or_create_key
@@ -65,6 +69,7 @@ class NotificationApp:
         asgi_app: FastAPI,
         events: EventFanOutWorker,
         requests: AlertRequestWorker,
+        destinations: DestinationEventsWorker,
         *,
         watchdog: Watchdog | None = None,
     ) -> None:
@@ -76,6 +81,7 @@ class NotificationApp:
         self.asgi_app = asgi_app
         self.events = events
         self.requests = requests
+        self.destinations = destinations
         self.retention = retention_worker(
             SqlRetentionStore(container.engine),
             retention_policy(container.settings),
@@ -93,6 +99,7 @@ class NotificationApp:
             await self.container.migrate()
         await self.events.consumer.start()
         await self.requests.consumer.start()
+        await self.destinations.consumer.start()
         self._started = True
         if not run_workers:
             return
@@ -103,6 +110,7 @@ class NotificationApp:
         steps: dict[str, Step] = {
             "fanout": self.events.step,
             "alert-requests": self.requests.step,
+            "destinations": self.destinations.step,
         }
         for name, step in steps.items():
             workers.add_loop(
@@ -130,6 +138,7 @@ class NotificationApp:
         if self._started:
             await self.events.consumer.stop()
             await self.requests.consumer.stop()
+            await self.destinations.consumer.stop()
             self._started = False
         await self.container.aclose()
 
@@ -175,11 +184,25 @@ def build_notification(
         batch_size=settings.consumer_batch_size,
         poll_seconds=settings.poll_interval_seconds,
     )
+    destinations = DestinationEventsWorker(
+        make_consumer(
+            kafka,
+            bus,
+            [settings.destinations_topic],
+            f"{settings.consumer_group}-destinations",
+            client_id="notification-destinations",
+        ),
+        container.destinations,
+        container.clock,
+        batch_size=settings.consumer_batch_size,
+        poll_seconds=settings.poll_interval_seconds,
+    )
     watchdog = Watchdog(step_timeout_seconds=settings.worker_step_timeout_seconds)
     return NotificationApp(
         container,
         create_app(container, verifier, watchdog=watchdog),
         events,
         requests,
+        destinations,
         watchdog=watchdog,
     )

@@ -42,6 +42,8 @@ from notification.domain.deliveries import (
     delivery_outcome,
     lost_attempt_outcome,
 )
+from notification.service_layer.flow_control import DeliveryFlowGate, key_of
+from notification.service_layer.flow_ports import DestinationStore
 from notification.service_layer.ports import (
     ClaimedDelivery,
     Clock,
@@ -50,6 +52,7 @@ from notification.service_layer.ports import (
     SubscriptionRecord,
 )
 from notification.service_layer.subscriptions import SubscriptionService
+from servicekit.flow import FlowAnswer
 from servicekit.runtime.pipeline import (
     Lease,
     LeasedPipeline,
@@ -80,6 +83,14 @@ ENDPOINTS_DISABLED = Counter(
     "notification_endpoints_disabled_total", "Subscriptions disabled by the health rule"
 )
 DISABLED_REASON = "endpoint_failing"
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    """Flow control per destination (flow_control.py): the claim's gate and its state store."""
+
+    gate: DeliveryFlowGate
+    store: DestinationStore
 
 
 class DeliveryClient(Protocol):
@@ -142,17 +153,20 @@ class DeliveryLeases:
         clock: Clock,
         *,
         on_endpoint_disabled: EndpointDisabled,
+        flow: FlowControl | None = None,
     ) -> None:
         self.store = store
         self.subscriptions = subscriptions
         self.health_policy = health_policy
         self.clock = clock
         self.on_endpoint_disabled = on_endpoint_disabled
+        self.flow = flow
 
     async def acquire(
         self, owner: str, now: datetime, lease_until: datetime, limit: int
     ) -> list[DeliveryLease]:
-        claimed = await self.store.acquire_due_deliveries(owner, now, lease_until, limit)
+        gate = None if self.flow is None else self.flow.gate
+        claimed = await self.store.acquire_due_deliveries(owner, now, lease_until, limit, gate=gate)
         secrets: dict[str, list[str]] = {}  # one look-up per subscription per claim
         leases: list[DeliveryLease] = []
         for c in claimed:
@@ -174,17 +188,49 @@ class DeliveryLeases:
         released = [(r.id, r.owner) for r in batch if isinstance(r, Released)]
         if released:
             await self.store.release_deliveries(released, now)
+            if self.flow is not None:
+                self.flow.gate.forget([i for i, _ in released])
         done = [c for c in batch if isinstance(c, DeliveryCompletion)]
         if not done:
             return set()
         report = await self.store.complete_deliveries(done, now)
         lost = {c.delivery_id for c in done} - report.written
+        await self._settle_flow(done, report.written, lost, now)
         try:
             await self._apply_health_rule(report.failing, now)
         except Exception:
             # Judged again at the endpoint's next failed attempt (its streak is written).
             log.exception("endpoint health rule not applied")
         return lost
+
+    async def _settle_flow(
+        self,
+        done: Sequence[DeliveryCompletion],
+        written: set[str],
+        lost: set[str],
+        now: datetime,
+    ) -> None:
+        """Flow control after the completions (flow_control.py): the slots they free, the
+        destinations' signals in their answers. Never raises: a lost wake-up leaves the waiting
+        deliveries to their spread wait, a lost reaction costs one signal (the destination's
+        next answer tells it again)."""
+        if self.flow is None:
+            return
+        gate = self.flow.gate
+        gate.forget(sorted(lost))
+        try:
+            due = gate.freed(sorted(written))
+            if due:
+                await self.flow.store.wake(due, now)
+            answers = [
+                (c.flow_key, c.flow)
+                for c in done
+                if c.flow is not None and c.flow_key is not None and c.delivery_id in written
+            ]
+            if answers:
+                await gate.react(self.flow.store, answers, now)
+        except Exception:
+            log.exception("flow control not updated after a completion write")
 
     async def _apply_health_rule(self, failing: dict[str, EndpointHealth], now: datetime) -> None:
         to_disable = [
@@ -206,7 +252,9 @@ class DeliveryLeases:
         return Released(lease.id, owner)
 
     async def next_due_at(self) -> datetime | None:
-        return None  # not probed: the claim loop polls every `idle_poll_seconds`
+        # Not probed in the database (the claim loop polls every `idle_poll_seconds`); only
+        # the deliveries this worker's gate deferred, so it looks again when they are due.
+        return None if self.flow is None else self.flow.gate.next_due_at(self.clock())
 
 
 class DeliveryDispatcher:
@@ -227,6 +275,7 @@ class DeliveryDispatcher:
         settings: DispatchSettings | None = None,
         worker_id: str | None = None,
         rng: random.Random | None = None,
+        flow: FlowControl | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -238,8 +287,14 @@ class DeliveryDispatcher:
         self.settings = settings or DispatchSettings()
         self.worker_id = worker_id or f"dsp_{uuid.uuid4().hex[:16]}"
         self.rng = rng or random.Random()
+        self.flow = flow
         self.leases = DeliveryLeases(
-            store, subscriptions, health_policy, clock, on_endpoint_disabled=on_endpoint_disabled
+            store,
+            subscriptions,
+            health_policy,
+            clock,
+            on_endpoint_disabled=on_endpoint_disabled,
+            flow=flow,
         )
         self.pipeline: LeasedPipeline[DueDelivery, Written] = LeasedPipeline(
             self.leases,
@@ -303,6 +358,8 @@ class DeliveryDispatcher:
             next_attempt_at=outcome.next_attempt_at,
             round_started_at=outcome.round_started_at,
             last_error=error,
+            flow=FlowAnswer(result.started_at, result.status_code, result.retry_after_seconds),
+            flow_key=key_of(claimed),
         )
 
     def _ended_at_take_over(

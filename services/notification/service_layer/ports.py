@@ -16,7 +16,9 @@ from email.message import EmailMessage
 from typing import Any, Protocol
 
 from notification.domain.deliveries import EndpointHealth
+from notification.service_layer.flow_ports import ClaimGate
 from servicekit.data.pagination import Cursor
+from servicekit.flow import FlowAnswer
 from webhookdeliver import AttemptRecord
 
 Clock = Callable[[], datetime]
@@ -99,6 +101,10 @@ class DeliveryCompletion:
     next_attempt_at: datetime | None
     round_started_at: datetime
     last_error: str | None
+    flow: FlowAnswer | None = None
+    """The attempt's answer, as flow control reads it (None: no request went out)."""
+    flow_key: tuple[str, str] | None = None
+    """The attempt's (tenant, destination host:port)."""
 
 
 @dataclass(frozen=True)
@@ -233,8 +239,18 @@ class DeliveryStore(Protocol):
     acquire, extend, release; a completion is a compare-and-set on the lease it was made under."""
 
     async def acquire_due_deliveries(
-        self, owner: str, now: datetime, lease_until: datetime, limit: int
-    ) -> list[ClaimedDelivery]: ...
+        self,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
+        *,
+        gate: ClaimGate | None = None,
+    ) -> list[ClaimedDelivery]:
+        """Lease due deliveries; with a `gate`, it admits them in the claim's transaction (those
+        it defers are handed back in it, unattempted) and only the admitted are returned."""
+        ...
+
     async def extend_delivery_leases(
         self, leases: Sequence[tuple[str, str]], until: datetime
     ) -> int: ...

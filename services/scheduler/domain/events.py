@@ -10,6 +10,10 @@ from typing import Any
 
 SCHEDULE_EVENTS_TOPIC = "schedule-events"
 NOTIFICATION_REQUESTS_TOPIC = "notification-requests"
+DESTINATION_EVENTS_TOPIC = "destination-events"
+DESTINATION_UPDATED = "destination.updated"
+DESTINATION_DELETED = "destination.deleted"
+DESTINATION_HELD = "destination.held"
 SCHEDULE_TRIGGERED = "schedule.triggered"
 """An `action=event` run's event (and a webhook delivery's X-Event-Type)."""
 
@@ -31,7 +35,30 @@ class DomainEvent:
     run_id: str | None = None
     scheduled_for: datetime | None = None
     topic: str = SCHEDULE_EVENTS_TOPIC
+    partition_key: str | None = None
+    """The bus key when the event is not a schedule's (a destination's)."""
 
     @property
     def key(self) -> str:
-        return self.schedule_id
+        return self.partition_key or self.schedule_id
+
+
+def destination_event(
+    event_id: str, type_: str, tenant_id: str, time: datetime, data: Mapping[str, Any]
+) -> DomainEvent:
+    """A flow-control event (DESIGN §7b): `data` names the `destination` (host:port) and
+    carries the policy (`destination.updated`: `max_in_flight`, `per_second`) or the hold
+    (`destination.held`: `held_until`), so notification's deliveries obey the same limits.
+    Keyed by (tenant, destination), holds apart: a destination's policy changes stay in order,
+    and on a compacted topic its latest policy is kept whatever holds came after it."""
+    key = f"{tenant_id}|{data['destination']}"  # a destination never holds "|"
+    return DomainEvent(
+        id=event_id,
+        type=type_,
+        tenant_id=tenant_id,
+        time=time,
+        schedule_id="",
+        data=data,
+        topic=DESTINATION_EVENTS_TOPIC,
+        partition_key=f"{key}|held" if type_ == DESTINATION_HELD else key,
+    )

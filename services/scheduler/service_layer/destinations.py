@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler.domain.events import DESTINATION_DELETED, DESTINATION_UPDATED, destination_event
 from scheduler.service_layer.errors import InvalidInput, NotFound, QuotaExceeded
 from scheduler.service_layer.flow_ports import DestinationRecord
 from scheduler.service_layer.unit_of_work import UnitOfWork
+from servicekit.data.ids import new_id
 from servicekit.data.pagination import InvalidCursor
 from servicekit.flow import DestinationPolicy, FlowState, parse_destination, tenant_policy
 
@@ -118,6 +120,11 @@ async def put_destination(
             if count >= max_destinations:
                 raise QuotaExceeded("max_destinations", max_destinations, count + 1)
         await uow.destinations.put_policy(tenant_id, dest, policy, now)
+        # Notification keeps a copy (its fan-out deliveries obey the same limits).
+        data = {"destination": dest, "max_in_flight": max_in_flight, "per_second": per_second}
+        uow.add_event(
+            destination_event(new_id("evt", at=now), DESTINATION_UPDATED, tenant_id, now, data)
+        )
         await uow.commit()
     return rec is None or rec.policy is None
 
@@ -130,4 +137,8 @@ async def delete_destination(
     async with uow:
         if not await uow.destinations.delete_policy(tenant_id, dest, now):
             raise NotFound("destination", dest)
+        data = {"destination": dest}
+        uow.add_event(
+            destination_event(new_id("evt", at=now), DESTINATION_DELETED, tenant_id, now, data)
+        )
         await uow.commit()

@@ -55,20 +55,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.domain.claiming import ClaimedRun, Verdict
+from scheduler.domain.events import DESTINATION_HELD, DomainEvent, destination_event
 from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
 from scheduler.service_layer.run_ports import DeliverySpec
 from scheduler.service_layer.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from servicekit.data.ids import new_id
 from servicekit.flow import (
     DEFAULT_POLICY,
     NO_STATE,
     DestinationPolicy,
+    FlowAnswer,
     FlowState,
     Signal,
     admit,
-    observed_rate,
-    react,
-    signal_of,
-    worst,
+    answers_signal,
+    react_to_answers,
 )
 
 log = logging.getLogger("scheduler.flow")
@@ -259,8 +260,7 @@ class FlowGate:
             by_key.setdefault(a.key, []).append(a)
         signals: dict[Key, tuple[Signal, list[Answer]]] = {}
         for key, group in by_key.items():
-            found = [s for a in group if (s := signal_of(a.status_code, a.retry_after_seconds))]
-            signal = worst(found)
+            signal = answers_signal(_flow_answers(group))
             if signal is None:
                 continue
             if signal is Signal.FINE and not self._recovery_due(key, now):
@@ -278,14 +278,7 @@ class FlowGate:
                     continue  # nothing to recover
                 policy = self.default_policy if rec is None else rec.policy or self.default_policy
                 before = NO_STATE if rec is None else rec.state
-                after = react(
-                    before,
-                    policy,
-                    signal,
-                    now,
-                    retry_after_seconds=_retry_after(group),
-                    observed=observed_rate([a.started_at for a in group]),
-                )
+                after = react_to_answers(before, policy, signal, _flow_answers(group), now)
                 if after != before:
                     states[key] = after
                 if after.held_until is not None and after.held_until != before.held_until:
@@ -297,6 +290,8 @@ class FlowGate:
         for key, until in sorted(held.items()):
             async with uows() as uow:
                 moved = await uow.destinations.hold_pending(key, until)
+                # Notification's deliveries to the destination are held too.
+                uow.add_event(_held_event(key, until, now))
                 await uow.commit()
             log.info(
                 "destination %s of tenant %s held until %s (%d due runs moved)",
@@ -313,6 +308,11 @@ class FlowGate:
         return (now - last).total_seconds() >= RECOVERY_WRITE_SECONDS
 
 
-def _retry_after(group: Sequence[Answer]) -> float | None:
-    waits = [a.retry_after_seconds for a in group if a.retry_after_seconds is not None]
-    return max(waits) if waits else None
+def _flow_answers(group: Sequence[Answer]) -> list[FlowAnswer]:
+    return [FlowAnswer(a.started_at, a.status_code, a.retry_after_seconds) for a in group]
+
+
+def _held_event(key: Key, until: datetime, now: datetime) -> DomainEvent:
+    tenant_id, destination = key
+    data = {"destination": destination, "held_until": until.isoformat()}
+    return destination_event(new_id("evt", at=now), DESTINATION_HELD, tenant_id, now, data)

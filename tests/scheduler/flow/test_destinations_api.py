@@ -4,12 +4,16 @@ state, the per-tenant cap, tenant scoping."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 
+from scheduler.adapters.db.tables import outbox
+from scheduler.bootstrap import Container
 from scheduler.service_layer.flow_ports import Key
 from servicekit.flow import FlowState
 from tests.scheduler.conftest import auth
@@ -108,3 +112,29 @@ async def test_live_state_is_shown_and_expires(app: FastAPI, client: httpx.Async
     ctx.clock = lambda: now + timedelta(hours=2)  # the hold ended, the adaptive rate expired
     got = (await client.get(f"{URL}slow.example:443", headers=auth())).json()
     assert (got["held_until"], got["current_rate"]) == (None, None)
+
+
+async def test_policy_changes_are_published_for_notification(
+    container: Container, client: httpx.AsyncClient
+) -> None:
+    """Notification's fan-out deliveries obey the same limits: every PUT and DELETE is an
+    event on `destination-events`, written with the change (the outbox)."""
+    path = f"{URL}hooks.example:443"
+    assert (await client.put(path, json={"max_in_flight": 2}, headers=auth())).status_code == 201
+    r = await client.put(path, json={"max_in_flight": 3, "per_second": 1.5}, headers=auth())
+    assert r.status_code == 200
+    assert (await client.delete(path, headers=auth())).status_code == 204
+    async with container.engine.connect() as conn:
+        rows = (await conn.execute(sa.select(outbox).order_by(outbox.c.id))).all()
+    assert [(r.topic, r.key, r.type) for r in rows] == [
+        ("destination-events", "tenant-a|hooks.example:443", "destination.updated"),
+        ("destination-events", "tenant-a|hooks.example:443", "destination.updated"),
+        ("destination-events", "tenant-a|hooks.example:443", "destination.deleted"),
+    ]
+    envelopes = [json.loads(r.payload) for r in rows]
+    assert [e["data"] for e in envelopes] == [
+        {"destination": "hooks.example:443", "max_in_flight": 2, "per_second": None},
+        {"destination": "hooks.example:443", "max_in_flight": 3, "per_second": 1.5},
+        {"destination": "hooks.example:443"},
+    ]
+    assert all(e["tenant_id"] == "tenant-a" and "schedule_id" not in e for e in envelopes)

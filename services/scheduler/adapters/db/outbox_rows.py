@@ -16,7 +16,8 @@ OUTBOX_COLUMNS = ("event_id", "topic", "key", "type", "payload", "created_at")
 
 def event_payload(event: DomainEvent) -> str:
     """The published value of an event (what the relay sends, byte for byte)."""
-    extra: dict[str, Any] = {"schedule_id": event.schedule_id}
+    # A destination's event (flow control) belongs to no schedule.
+    extra: dict[str, Any] = {"schedule_id": event.schedule_id} if event.schedule_id else {}
     if event.run_id is not None:
         extra["run_id"] = event.run_id
     if event.scheduled_for is not None:
