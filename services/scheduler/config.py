@@ -83,15 +83,17 @@ class SchedulerSettings(ServiceSettings):
         ge=1,
         le=1000,
         description="Delivery attempts in flight per worker process (per target host:port: "
-        "the destination's limit, across every worker).",
+        "the destination's limit, `SCHEDULER_DESTINATION_MAX_IN_FLIGHT` or the tenant's).",
     )
     destination_max_in_flight: int = Field(
         10,
         ge=1,
         le=1000,
         description="Attempts in flight at once to one destination (a tenant's target "
-        "host:port), across every worker process and replica, when the tenant set no "
-        "`max_in_flight` for it (`PUT /v1/destinations/{host:port}`).",
+        "host:port) when the tenant set no `max_in_flight` for it (`PUT "
+        "/v1/destinations/{host:port}`): held by each worker process on its own while the "
+        "destination has no policy and no state (no hold, no adaptive rate), across every "
+        "worker process and replica once it has.",
     )
     destination_per_second: float | None = Field(
         None,

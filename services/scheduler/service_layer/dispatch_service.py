@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -203,7 +202,9 @@ class RunLeases:
                 key = keys.get(run.schedule_id)
                 if key is None:
                     key = keys[run.schedule_id] = self.concurrency_key(c.spec)
-                leases.append(Lease.attempt(run.id, c, key))
+                # A gated destination's limit is the gate's: no slot of the pipeline caps it.
+                slots = key if self.flow.local(c) else f"{key}#{run.id}"
+                leases.append(Lease.attempt(run.id, c, slots))
                 continue
             c.conclude(owner, now)
             if c.lost is not None:
@@ -314,8 +315,9 @@ class RunDispatcher:
         self.performer = performer
         self.clock = clock
         self.settings = settings or DispatchSettings()
-        # `per_key_limit` is a destination's default in-flight limit, held across every worker
-        # by the database (flow_control.py); the pipeline's own per-key slots do not cap it.
+        # `per_key_limit` is a destination's default in-flight limit: held by each worker's own
+        # per-key slots while the destination has no row (no policy, no state: no database
+        # work per claim), by the gate across every worker once it has one (flow_control.py).
         self.flow = FlowGate(
             _endpoint_of,
             DestinationPolicy(self.settings.per_key_limit, destination_per_second),
@@ -338,7 +340,7 @@ class RunDispatcher:
             self.leases,
             self.attempt,
             clock,
-            settings=replace(self.settings, per_key_limit=self.settings.concurrency),
+            settings=self.settings,
             new_owner=self._new_owner,
             name="dispatcher",
             outage="database unavailable",

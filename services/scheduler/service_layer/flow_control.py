@@ -35,11 +35,19 @@ Design (chosen over a filter in the claim's SQL, see below):
   (servicekit.flow.worst) updates its state. Fine answers write only for destinations whose
   adaptive rate this worker has seen (at most once a second each), so destinations without
   limits cost no write at all.
-- Cost of the no-limits path: per claim, two statements on asyncpg directly, constant SQL
+- A destination without a row (no policy set, no state: never a 429/503, no hold) costs one
+  unlocked read per claim (which of its destinations have a row) and nothing else: its
+  default in-flight limit (`SCHEDULER_DESTINATION_MAX_IN_FLIGHT`) is held by each worker's own
+  per-key slots, as before flow control, so N worker processes may have N x the default in
+  flight there. Counted in the database, the default made every claim of a busy destination
+  lease runs only to hand them back (the pipeline holds up to 4 x its width: its claims met a
+  full destination each time), which cost a third of the throughput of a burst. A policy, a
+  hold or an adaptive rate creates the row, and from the next claim on the limit holds across
+  every worker exactly. With a default rate (`SCHEDULER_DESTINATION_PER_SECOND`) every
+  destination is gated.
+- Cost of a gated destination: per claim, two statements on asyncpg directly, constant SQL
   prepared once per connection (the advisory locks; then the rows and the in-flight counts
-  in one read, whose snapshot follows the locks), and one more index entry per claimed run.
-  No lock-free fast path: without the lock two workers could each see room for the same
-  slots (the default limit holds across workers too). Why not filter in the claim's SQL: it
+  in one read, whose snapshot follows the locks). Why not filter in the claim's SQL: it
   would add a probe of `destinations` per candidate run to the tenant-fair walk, and a held
   destination's runs at the head of a tenant's range would be read on every claim.
 - SQLite (one worker process, one writer): the same code; the writer lock serialises claims.
@@ -117,6 +125,15 @@ class FlowGate:
     the instant it is theirs."""
     _durations: dict[Key, float] = field(default_factory=dict)
     """A destination's average attempt duration (seconds), as this worker saw it."""
+    gated: set[Key] = field(default_factory=set)
+    """The destinations the last claim's gate held to their limits through the database; the
+    claim's other destinations are `local`: held to the default by this worker's slots."""
+
+    def local(self, c: Claimed) -> bool:
+        """Whether this attempt's destination is limited by this worker's own slots (the
+        default in-flight limit per process) rather than by the gate."""
+        key = self.key_of(c)
+        return key is None or key not in self.gated
 
     def note(self, run_id: str, answer: Answer, duration_seconds: float) -> None:
         self._answers[run_id] = answer
@@ -189,6 +206,13 @@ class FlowGate:
         if not groups:
             return list(decided)
         keys = sorted(groups)
+        if self.default_policy.per_second is None:
+            # A destination without a row (no policy, no state) is held to the default
+            # in-flight limit by each worker's own slots (`local`): no lock, no count.
+            keys = sorted(await uow.destinations.with_rows(keys))
+        self.gated = set(keys)
+        if not keys:
+            return list(decided)
         if len(self._reserved) >= MAX_RESERVED:  # runs deleted meanwhile never come back
             self._reserved.clear()
         records, counts = await uow.destinations.lock_for_claim(keys, owner)

@@ -56,6 +56,10 @@ class DestinationRepository(Protocol):
         """Leased runs per destination (every worker's), those of `excluding_owner` aside."""
         ...
 
+    async def with_rows(self, keys: Sequence[Key]) -> set[Key]:
+        """Those of `keys` with a row (a policy or a state), read without a lock."""
+        ...
+
     async def lock_for_claim(
         self, keys: Sequence[Key], owner: str
     ) -> tuple[dict[Key, DestinationRecord], dict[Key, int]]:

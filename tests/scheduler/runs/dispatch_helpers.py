@@ -45,7 +45,8 @@ def make_dispatcher(
 ) -> RunDispatcher:
     import random
 
-    # per_key_limit is a destination's default in-flight limit across workers (flow control):
+    # per_key_limit is a destination's default in-flight limit (flow control, each worker's own
+    # slots while the destination has no row):
     # every test's runs share one loopback receiver, so the tests of other rules lift it.
     settings.setdefault("per_key_limit", 100)
     return RunDispatcher(

@@ -213,3 +213,44 @@ async def test_an_attempts_end_makes_a_run_waiting_for_its_slot_due_at_once(
     st = await statuses(container)
     assert sorted(s for s, _ in st.values()) == ["succeeded"] * 5
     assert all(n == 1 for _, n in st.values())
+
+
+async def test_a_destination_without_a_row_is_held_by_each_workers_slots(
+    container: Container,
+    uows: SqlUnitOfWorkFactory,
+    mclock: ManualClock,
+    receiver: Receiver,
+    deliverer: wd.Deliverer,
+) -> None:
+    """No policy and no state: the claims take no lock and defer nothing; each worker holds the
+    default in-flight limit (3 here) with its own slots, so two of them reach 2 x 3 at most.
+    A policy set meanwhile is held across both from their next claims on."""
+    first = None
+    for i in range(24):
+        s = await add_schedule(container, receiver.url("/slow/150"), name=f"s{i}")
+        first = first or s
+    assert first is not None
+    assert first.next_run_at is not None
+    mclock.set(first.next_run_at)
+    await plan_due(uows, now=mclock(), settings=PLAN)
+    # Claims of 6: both workers hold some of the burst (one claim would take it all).
+    limits = {"concurrency": 16, "per_key_limit": 3, "claim_batch": 6, "max_claimed": 6}
+    ds = [make_dispatcher(container, uows, deliverer, **limits) for _ in range(2)]
+    await pump_until(ds, mclock, lambda: len(receiver.ids_at("/slow")) >= 12, rounds=600)
+    assert ds[0].flow.deferred + ds[1].flow.deferred == 0  # nothing leased only to go back
+    assert 3 < receiver.max_active <= 6  # each worker's 3 slots, not one limit of 3 for both
+    async with uows() as uow:
+        await uow.destinations.put_policy(
+            TENANT, destination_of(receiver), DestinationPolicy(2), mclock()
+        )
+        await uow.commit()
+    for d in ds:
+        await d.pipeline.drain()
+    receiver.max_active = 0
+    await pump_until(ds, mclock, lambda: len(receiver.ids_at("/slow")) >= 24, rounds=600)
+    for d in ds:
+        await d.pipeline.drain()
+    assert receiver.max_active <= 2  # the policy, across both
+    counts = await statuses(container)
+    assert all(n == 1 for _, n in counts.values())
+    assert all(s == "succeeded" for s, _ in counts.values())

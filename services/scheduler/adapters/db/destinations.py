@@ -61,6 +61,11 @@ SELECT k.t AS tenant_id, k.d AS destination, locked.tenant_id IS NOT NULL AS fou
      AND runs.lease_owner <> $3::text) AS in_flight
 FROM k LEFT JOIN locked ON locked.tenant_id = k.t AND locked.destination = k.d
 """  # noqa: S608 (only this module's constants are formatted in)
+# Which of a claim's destinations have a row (a policy or a state): one index probe each.
+_WITH_ROWS_PG = """
+SELECT d.tenant_id, d.destination FROM unnest($1::text[], $2::text[]) AS k(t, d)
+JOIN destinations d ON d.tenant_id = k.t AND d.destination = k.d
+"""
 # How many pending runs one hold moves per statement (a tenant's backlog to one destination is
 # bounded by its quotas; the rest meet the hold at their claim).
 HOLD_BATCH = 10_000
@@ -173,6 +178,17 @@ class SqlDestinationRepository:
         if excluding_owner:
             q = q.where(runs.c.lease_owner != excluding_owner)
         return {(str(t), str(d)): int(n) for t, d, n in await self.conn.execute(q)}
+
+    async def with_rows(self, keys: Sequence[Key]) -> set[Key]:
+        if not keys:
+            return set()
+        if self.is_postgres:
+            db = await asyncpg_connection(self.conn)
+            found = await db.fetch(_WITH_ROWS_PG, [t for t, _ in keys], [d for _, d in keys])
+        else:
+            q = sa.select(destinations.c.tenant_id, destinations.c.destination)
+            found = list(await self.conn.execute(q.where(self._keyed(keys))))
+        return {(str(r[0]), str(r[1])) for r in found}
 
     async def lock_for_claim(
         self, keys: Sequence[Key], owner: str
