@@ -7,8 +7,8 @@ are counted. A pass, in one transaction:
    walk by primary key, SEED_WINDOW ids a pass (`seed_walk`): from the start once an hour and
    when the process starts (schedules resumed, ids not made now), otherwise from the ids of the
    last RECENT (new schedules: ids are ULIDs, which sort by creation time);
-2. locks the BATCH stalest watermarks older than `now - SETTLE` (FOR UPDATE SKIP LOCKED:
-   replicas take different schedules, and nobody counts a range twice);
+2. locks the BATCH stalest watermarks older than `now - SETTLE - RECHECK` (FOR UPDATE SKIP
+   LOCKED: replicas take different schedules, and nobody counts a range twice);
 3. reads their schedules' `next_run_at`, then their versions and planned runs over the range (in
    that order, as the API does: a planner pass committing meanwhile cannot fake a missing one),
    three statements for the whole batch;
@@ -51,6 +51,8 @@ SETTLE = timedelta(seconds=60)
 """Occurrences younger than this are left for the next pass (clock skew between replicas)."""
 BATCH = 200
 INTERVAL_SECONDS = 60.0
+RECHECK = timedelta(seconds=INTERVAL_SECONDS)
+"""A schedule is checked again once its watermark is this far behind the horizon."""
 SEED_WINDOW = 2_000
 RECENT = timedelta(minutes=10)
 """How far back a pass looks for new schedules (more than any clock skew between API replicas)."""
@@ -111,7 +113,10 @@ async def count_missing_once(
         seeded = await uow.ledger.seed_watermarks(
             floor, walk.next_start(now) if walk else "", SEED_WINDOW
         )
-        marks = await uow.ledger.claim_watermarks(horizon, batch)
+        # Checked up to at least one interval ago: the horizon moves on with the clock, so
+        # without this margin every watermark would be stale again a moment later and a pass
+        # over more than a batch of schedules would never end.
+        marks = await uow.ledger.claim_watermarks(horizon - RECHECK, batch)
         missing = await _check(uow, marks, now, floor, horizon) if marks else 0
         await uow.commit()
     walking = walk.advance(seeded.last, now) if walk is not None else False
