@@ -156,9 +156,11 @@ class NotificationSettings(ServiceSettings):
         ge=1,
         le=1000,
         description="Fan-out attempts in flight at once to one destination (a tenant's "
-        "subscription host:port), across every dispatcher replica, when the tenant set no "
-        "`max_in_flight` for it through the scheduler (`PUT /v1/destinations/{host:port}`). "
-        "Keep it equal to `SCHEDULER_DESTINATION_MAX_IN_FLIGHT`.",
+        "subscription host:port) with a state (a hold, an adaptive rate) but no "
+        "`max_in_flight` set through the scheduler (`PUT /v1/destinations/{host:port}`), "
+        "across every dispatcher replica. Without a policy or a state a destination is held by "
+        "each process's `NOTIFICATION_DISPATCH_PER_ENDPOINT_LIMIT`. Keep it equal to "
+        "`SCHEDULER_DESTINATION_MAX_IN_FLIGHT`.",
     )
     destination_per_second: float | None = Field(
         None,

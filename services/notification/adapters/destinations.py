@@ -147,6 +147,12 @@ class SqlClaimFlow:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
+    async def with_rows(self, keys: Sequence[Key]) -> set[Key]:
+        if not keys:
+            return set()
+        q = sa.select(_T.c.tenant_id, _T.c.destination).where(_keyed(keys))
+        return {(str(t), str(d)) for t, d in await self.conn.execute(q)}
+
     async def lock_for_claim(
         self, keys: Sequence[Key], owner: str, now: datetime
     ) -> tuple[dict[Key, DestinationRecord], dict[Key, int]]:

@@ -113,6 +113,13 @@ class DeliveryFlowGate:
         if not groups:
             return []
         keys = sorted(groups)
+        if self.default_policy.per_second is None:
+            # A destination without a record (no policy, no state) is held by each worker's
+            # own per-endpoint slots (NOTIFICATION_DISPATCH_PER_ENDPOINT_LIMIT): no lock, no
+            # count, nothing leased only to be handed back (the scheduler's gate says why).
+            keys = sorted(await tx.with_rows(keys))
+            if not keys:
+                return list(claimed)
         records, counts = await tx.lock_for_claim(keys, owner, now)
         deferrals: list[Deferral] = []
         states: dict[Key, FlowState] = {}

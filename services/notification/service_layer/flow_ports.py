@@ -37,6 +37,10 @@ class Deferral:
 class ClaimFlow(Protocol):
     """The gate's reads and writes in the claim's transaction (adapters/destinations.py)."""
 
+    async def with_rows(self, keys: Sequence[Key]) -> set[Key]:
+        """Those of `keys` with a record (a policy or a state), read without a lock."""
+        ...
+
     async def lock_for_claim(
         self, keys: Sequence[Key], owner: str, now: datetime
     ) -> tuple[dict[Key, DestinationRecord], dict[Key, int]]:
