@@ -22,6 +22,7 @@ from scheduler.adapters.db.tables import (
 )
 from scheduler.domain.run import Run
 from scheduler.service_layer.run_ports import PlanUpdate, ScheduleToPlan
+from servicekit.data.database import asyncpg_connection
 
 # Advisory locks of max_runs_per_day, (namespace, key) in the two-int space: apart from the
 # relay's single bigint. Two tenant-days sharing a 32-bit key only wait for each other. A count
@@ -38,6 +39,13 @@ def quota_day_key(tenant_id: str, day_start: datetime) -> int:
     """The advisory lock key (int4) of a tenant's quota day."""
     digest = hashlib.blake2b(f"{tenant_id}\0{day_start.isoformat()}".encode(), digest_size=4)
     return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+_SET_NEXT_PG = """
+UPDATE schedules SET next_run_at = u.next, planned_runs = schedules.planned_runs + u.planned
+FROM unnest($1::text[], $2::timestamptz[], $3::int[]) AS u(id, next, planned)
+WHERE schedules.id = u.id
+"""
 
 
 class PlannerQueries(RunSql):
@@ -98,6 +106,18 @@ class PlannerQueries(RunSql):
 
     async def set_next_run_at(self, updates: Sequence[PlanUpdate]) -> None:
         if not updates:
+            return
+        if self.is_postgres:
+            # One statement for the pass (a herd is thousands of schedules), id order: two
+            # passes never wait on each other in a cycle.
+            ordered = sorted(updates, key=lambda u: u.schedule_id)
+            db = await asyncpg_connection(self.conn)
+            await db.execute(
+                _SET_NEXT_PG,
+                [u.schedule_id for u in ordered],
+                [u.next_run_at for u in ordered],
+                [u.planned for u in ordered],
+            )
             return
         stmt = (
             sa.update(schedules)
