@@ -94,6 +94,7 @@ class Options:
     history: int
     history_small: int
     parts: tuple[str, ...]
+    kind: str
 
 
 def parse_options(argv: Sequence[str], quick: bool) -> Options:
@@ -106,12 +107,21 @@ def parse_options(argv: Sequence[str], quick: bool) -> Options:
     p.add_argument("--history", type=int, default=200_000 if quick else 5_000_000)
     p.add_argument("--history-small", type=int, default=5_000)
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts")
+    p.add_argument("--kind", choices=("cron", "run_at"), default="cron", help="the herd's timing")
     a = p.parse_args(list(argv))
     parts = tuple(x for x in a.only.split(",") if x)
     if set(parts) - set(PARTS) or a.rounds < 1 or a.herd < APPLY_BATCH:
         p.error(f"--only takes {PARTS}; --rounds >= 1; --herd >= {APPLY_BATCH}")
     return Options(
-        a.herd, a.small_herd, a.rounds, a.processes, a.stored, a.history, a.history_small, parts
+        a.herd,
+        a.small_herd,
+        a.rounds,
+        a.processes,
+        a.stored,
+        a.history,
+        a.history_small,
+        parts,
+        a.kind,
     )
 
 
@@ -219,11 +229,18 @@ async def apply(
     return body
 
 
-def one_shot(i: int, url: str, run_at: datetime) -> dict[str, Any]:
+def herd_definition(i: int, url: str, due: datetime, kind: str) -> dict[str, Any]:
+    """`cron`: daily at the due minute (the classic herd, `0 9 * * *` of many tenants), whose
+    next occurrence after this one is a day away; `run_at`: a one-shot at the due instant."""
+    timing = (
+        {"cron": f"{due.minute} {due.hour} * * *"}
+        if kind == "cron"
+        else {"run_at": due.isoformat()}
+    )
     return {
         "key": f"herd/{i:06d}",
         "name": f"herd {i}",
-        "run_at": run_at.isoformat(),
+        **timing,
         "timezone": "UTC",
         "target": {"url": url},
         "payload": {"i": i},
@@ -233,21 +250,6 @@ def one_shot(i: int, url: str, run_at: datetime) -> dict[str, Any]:
 
 def dsn_of(db: str) -> str:
     return make_url(db).set(drivername="postgresql").render_as_string(False)
-
-
-async def pg_value(dsn: str, query: str) -> Any:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetchval(query)
-    finally:
-        await conn.close()
-
-
-OTHER_COMMITS = (
-    "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database "
-    "WHERE datname IS NOT NULL AND datname <> current_database()"
-)
-"""Transactions in the server's other databases during a window (a sign of a busy neighbour)."""
 
 
 class WalMeter:
@@ -285,7 +287,7 @@ WITH w AS (
   SELECT xid, record_length,
     coalesce(block_ref LIKE '%rel 1663/' || (SELECT oid FROM pg_database
       WHERE datname = current_database()) || '/%', false) AS mine
-  FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+  FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)
 ), ours AS (SELECT DISTINCT xid FROM w WHERE mine AND xid <> 0)
 SELECT coalesce(sum(record_length) FILTER (WHERE mine OR xid IN (SELECT xid FROM ours)), 0),
   coalesce(sum(record_length), 0)
@@ -300,7 +302,9 @@ FROM w""",
 # ---- one herd round --------------------------------------------------------------------------
 
 
-async def herd_round(db: str, n: int, processes: int, workdir: Path) -> dict[str, Any]:
+async def herd_round(
+    db: str, n: int, processes: int, workdir: Path, kind: str = "cron"
+) -> dict[str, Any]:
     """One herd of `n` one-shot schedules, fresh API and worker processes (their VmHWM is this
     round's), in a database already migrated (it may hold other schedules: the planning part)."""
     dsn = dsn_of(db)
@@ -317,7 +321,7 @@ async def herd_round(db: str, n: int, processes: int, workdir: Path) -> dict[str
             assert api.proc is not None
             assert worker.proc is not None
             children = children_of(worker.proc.pid)
-            return await _herd(api, worker.proc.pid, children, urls, dsn, database, n)
+            return await _herd(api, worker.proc.pid, children, urls, dsn, database, n, kind)
         finally:
             if worker.proc is not None and worker.proc.returncode is None:
                 worker.terminate()  # SIGTERM: the parent stops its children
@@ -337,25 +341,34 @@ async def _herd(
     dsn: str,
     database: str,
     n: int,
+    kind: str,
 ) -> dict[str, Any]:
     assert api.proc is not None
     tenants = n // APPLY_BATCH
-    out: dict[str, Any] = {"runs": n, "tenants": tenants, "worker_children": len(children)}
+    out: dict[str, Any] = {
+        "runs": n,
+        "kind": kind,
+        "tenants": tenants,
+        "worker_children": len(children),
+    }
     async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
         # Warm-up (its schedules fire in a day, after the round): how long one call takes.
         started = time.perf_counter()
         later = utc_now() + timedelta(days=1)
-        warm = [one_shot(i, urls[0], later) for i in range(APPLY_BATCH)]
+        warm = [herd_definition(i, urls[0], later, "run_at") for i in range(APPLY_BATCH)]
         await apply(http, api.base_url, "scale-warmup", warm)
         per_call = time.perf_counter() - started
         ahead = APPLY_MARGIN * per_call * tenants + PLAN_AHEAD_SECONDS
-        due = (utc_now() + timedelta(seconds=ahead)).replace(microsecond=0)
+        due = utc_now() + timedelta(seconds=ahead)
+        # A whole minute for cron (its resolution); a whole second for run_at.
+        due = (due + timedelta(minutes=1)).replace(second=0) if kind == "cron" else due
+        due = due.replace(microsecond=0)
         cpu_api0 = process_cpu_seconds(api.proc.pid) or 0.0
         started = time.perf_counter()
         async with PostgresCpu(dsn, database) as pg_apply:
             for t in range(tenants):
                 defs = [
-                    one_shot(i, urls[i % len(urls)], due)
+                    herd_definition(i, urls[i % len(urls)], due, kind)
                     for i in range(t * APPLY_BATCH, (t + 1) * APPLY_BATCH)
                 ]
                 body = await apply(http, api.base_url, f"scale-{t:04d}", defs)
@@ -374,7 +387,6 @@ async def _herd(
     async with WalMeter(dsn) as wal:
         cpu0 = _cpu(pids)
         wal0 = await wal.mark()
-        others0 = int(await pg_value(dsn, OTHER_COMMITS) or 0)
         async with PostgresCpu(dsn, database) as pg_plan:
             await asyncio.sleep(max((due - utc_now()).total_seconds(), 0.0))
         cpu1 = _cpu(pids)
@@ -386,7 +398,6 @@ async def _herd(
             drained = time.time()
         cpu2 = _cpu(pids)
         wal2 = await wal.mark()
-        others = int(await pg_value(dsn, OTHER_COMMITS) or 0) - others0
         wal_plan = await wal.bytes_between(wal0, wal1)
         wal_run = await wal.bytes_between(wal1, wal2)
     drain_s = drained - due.timestamp()
@@ -411,7 +422,6 @@ async def _herd(
                 "delivery": round(wal_run["own"] / n),
                 "server_planning": round(wal_plan["server"] / n),
                 "server_delivery": round(wal_run["server"] / n),
-                "other_databases_transactions": others,
             },
             "peak_rss_mib": {
                 "api": peak_rss_mib(api.proc.pid),
@@ -501,10 +511,10 @@ async def herd_part(opts: Options, workdir: Path) -> dict[str, Any]:
     rounds = []
     for _ in range(opts.rounds):
         async with fresh_database() as db:
-            rounds.append(await herd_round(db, opts.herd, opts.processes, workdir))
+            rounds.append(await herd_round(db, opts.herd, opts.processes, workdir, opts.kind))
         print(f"bench scale: herd round {len(rounds)} done", file=sys.stderr)
     async with fresh_database() as db:
-        small = await herd_round(db, opts.small_herd, opts.processes, workdir)
+        small = await herd_round(db, opts.small_herd, opts.processes, workdir, opts.kind)
     best = median_round(rounds)
     keys = ("drain_s", "runs_per_s", "lag_p50_s", "lag_p99_s", "exactly_once")
     return {
@@ -606,7 +616,7 @@ async def planning_part(opts: Options, workdir: Path) -> dict[str, Any]:
             }
         )
         print("bench scale: planning passes done", file=sys.stderr)
-        herd = await herd_round(db, opts.herd, opts.processes, workdir)
+        herd = await herd_round(db, opts.herd, opts.processes, workdir, opts.kind)
         keys = (
             "runs",
             "drain_s",
