@@ -95,6 +95,7 @@ class Options:
     history_small: int
     parts: tuple[str, ...]
     kind: str
+    history_rounds: int
 
 
 def parse_options(argv: Sequence[str], quick: bool) -> Options:
@@ -122,6 +123,7 @@ def parse_options(argv: Sequence[str], quick: bool) -> Options:
         a.history_small,
         parts,
         a.kind,
+        1 if quick else 3,
     )
 
 
@@ -630,6 +632,22 @@ async def planning_part(opts: Options, workdir: Path) -> dict[str, Any]:
     return out
 
 
+async def history_part(opts: Options, workdir: Path) -> dict[str, Any]:
+    async with fresh_database() as small, fresh_database() as large, receivers(1) as urls:
+        apis = [api_process(small, workdir), api_process(large, workdir)]
+        try:
+            for api in apis:
+                await api.start()
+            sides = {
+                "small": (small, apis[0].base_url, opts.history_small),
+                "large": (large, apis[1].base_url, opts.history),
+            }
+            return await scale_history.measure(sides, urls[0], bearer, opts.history_rounds)
+        finally:
+            for api in apis:
+                await api.aclose()
+
+
 async def _run(opts: Options) -> dict[str, Any]:
     if not (os.environ.get("BENCH_POSTGRES_URL") or os.environ.get("TEST_POSTGRES_URL")):
         return {"skipped": "BENCH_POSTGRES_URL / TEST_POSTGRES_URL not set"}
@@ -641,15 +659,7 @@ async def _run(opts: Options) -> dict[str, Any]:
         if "planning" in opts.parts:
             report["planning"] = await planning_part(opts, workdir)
         if "history" in opts.parts:
-            async with fresh_database() as db, receivers(1) as urls:
-                api = api_process(db, workdir)
-                await api.start()
-                try:
-                    report["history"] = await scale_history.measure(
-                        db, api.base_url, urls[0], opts.history_small, opts.history, bearer
-                    )
-                finally:
-                    await api.aclose()
+            report["history"] = await history_part(opts, workdir)
     return report
 
 

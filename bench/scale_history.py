@@ -13,8 +13,9 @@ small and a large run history (bench/scale_bench.py runs it).
   of runs and delivery_attempts are dropped before the seeding and built again after it from
   their own definitions (pg_indexes): a bulk load's usual way, minutes faster than updating 14
   indexes row by row; the rebuilt indexes are denser than a live table's.
-- Measured at `small` and then `large` background runs (same database, the large seeding adds
-  the difference): the API's reads (a schedule's runs, the page after it, the tenant's runs, its
+- Two databases, `small` and `large` background runs (same shape: tenants and schedules; only
+  the depth differs), each with its API process, measured in turn 3 times, the order
+  alternating: the API's reads (a schedule's runs, the page after it, the tenant's runs, its
   failed runs, one run, the 31-day ledger's first page; median ms of 15 after 2 warm-ups), and
   claim and settle (3,000 due runs of the probe schedules through the dispatcher's own
   `RunLeases.acquire` and `.write` in this process, with an action performer that answers at
@@ -28,6 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -182,9 +184,8 @@ async def _vacuum(c: Container) -> None:
         await conn.execute(sa.text("VACUUM ANALYZE runs, delivery_attempts"))
 
 
-async def seed_probe(c: Container, schedule_ids: list[str]) -> datetime:
-    """The probe schedules' 31 days of hourly runs; returns the end of that window."""
-    end = utc_now().replace(minute=0, second=0, microsecond=0)
+async def seed_probe(c: Container, schedule_ids: list[str], end: datetime) -> None:
+    """The probe schedules' hourly runs over the 31 days before `end`."""
     start = end - timedelta(days=PROBE_DAYS)
     n = PROBE_DAYS * 24 * len(schedule_ids)
     ids = ", ".join(f"'{i}'" for i in schedule_ids)
@@ -206,7 +207,6 @@ async def seed_probe(c: Container, schedule_ids: list[str]) -> datetime:
                 "spread": 0,
             },
         )
-    return end
 
 
 # ---- reads -----------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ async def seed_probe(c: Container, schedule_ids: list[str]) -> datetime:
 async def reads(
     base: str, headers: dict[str, str], schedule_id: str, end: datetime
 ) -> dict[str, float]:
-    """Median ms of each history read of the probe tenant."""
+    """Median ms of each history read of the probe tenant (`read_<name>_ms`)."""
     window = {"from": (end - timedelta(days=PROBE_DAYS)).isoformat(), "to": end.isoformat()}
     async with aiohttp.ClientSession(base_url=base, headers=headers) as http:
         first = await _get(http, f"/v1/schedules/{schedule_id}/runs", {"limit": "50"})
@@ -236,7 +236,7 @@ async def reads(
                 await _get(http, path, params)
                 if i >= READ_WARMUPS:
                     out[name].append((time.perf_counter() - t0) * 1000)
-    return {name: round(statistics.median(v), 2) for name, v in out.items()}
+    return {f"read_{name}_ms": round(statistics.median(v), 2) for name, v in out.items()}
 
 
 async def _get(http: aiohttp.ClientSession, path: str, params: dict[str, str]) -> Any:
@@ -336,28 +336,27 @@ async def claim_and_settle(c: Container, schedule_ids: list[str], n: int) -> dic
         # Gone again, so the large measurement starts from the same probe history.
         await conn.execute(sa.delete(delivery_attempts).where(delivery_attempts.c.run_id.in_(ids)))
         await conn.execute(sa.delete(runs).where(runs.c.id.in_(ids)))
-    return {
-        "runs": n,
-        "succeeded": int(done),
-        "claim_ms_per_run": acquire.ms_per_item(),
-        "claim_calls": acquire.calls,
-        "settle_ms_per_run": write.ms_per_item(),
-        "settle_calls": write.calls,
-    }
+    if done != n:
+        raise RuntimeError(f"{done} of {n} claimed runs succeeded")
+    return {"claim_ms_per_run": acquire.ms_per_item(), "settle_ms_per_run": write.ms_per_item()}
 
 
 # ---- the part --------------------------------------------------------------------------------
 
 
-async def measure(
-    db: str,
-    api_base: str,
-    target_url: str,
-    small: int,
-    large: int,
-    bearer: Callable[[str], dict[str, str]],
-) -> dict[str, Any]:
-    headers = bearer(PROBE_TENANT)
+@dataclass
+class Side:
+    """One history size: its database (a container for the in-process dispatcher), its API
+    process's URL, the probe schedules, how long its seeding took."""
+
+    container: Container
+    api: str
+    schedule_ids: list[str]
+    seeding: dict[str, float]
+    size: int
+
+
+async def _probe_schedules(api: str, headers: dict[str, str], target_url: str) -> None:
     defs = [
         {
             "key": f"probe/{i}",
@@ -370,45 +369,82 @@ async def measure(
     ]
     async with (
         aiohttp.ClientSession(headers=headers) as http,
-        http.post(api_base + "/v1/schedules/apply", json={"schedules": defs}) as r,
+        http.post(api + "/v1/schedules/apply", json={"schedules": defs}) as r,
     ):
         if r.status != 200:
             raise RuntimeError(f"apply: {r.status} {await r.text()}")
+
+
+async def _side(
+    db: str, api: str, size: int, shape_of: int, end: datetime, headers: dict[str, str], url: str
+) -> Side:
+    await _probe_schedules(api, headers, url)
     c = _container(db)
-    try:
-        async with c.engine.connect() as conn:
-            ids = sorted(
-                (
-                    await conn.execute(
-                        sa.select(schedules.c.id).where(schedules.c.tenant_id == PROBE_TENANT)
-                    )
-                ).scalars()
-            )
-        end = await seed_probe(c, ids)
-        out: dict[str, Any] = {"probe_runs": PROBE_DAYS * 24 * len(ids)}
-        claimed = CLAIMED_RUNS
-        for label, size, lo in (("small", small, 0), ("large", large, small)):
-            seeding = await seed_background(c, lo, size, large)
-            print(f"bench scale: history {size:,} seeded {seeding}", file=sys.stderr)
-            out[label] = {
-                "background_runs": size,
-                "seeding": seeding,
-                "table_mib": await _table_mib(c),
-                "reads_ms": await reads(api_base, headers, ids[0], end),
-                **await claim_and_settle(c, ids, claimed),
-            }
-        s, g = out["small"], out["large"]
-        out["ratios"] = {
-            **{k: round(g["reads_ms"][k] / s["reads_ms"][k], 2) for k in s["reads_ms"]},
-            "claim": round(g["claim_ms_per_run"] / s["claim_ms_per_run"], 2),
-            "settle": round(g["settle_ms_per_run"] / s["settle_ms_per_run"], 2),
-        }
-        out["background_shape"] = dict(
-            zip(("schedules", "tenants"), _background_shape(large), strict=True)
+    async with c.engine.connect() as conn:
+        ids = sorted(
+            (
+                await conn.execute(
+                    sa.select(schedules.c.id).where(schedules.c.tenant_id == PROBE_TENANT)
+                )
+            ).scalars()
         )
+    await seed_probe(c, ids, end)
+    seeding = await seed_background(c, 0, size, shape_of)
+    print(f"bench scale: history {size:,} seeded {seeding}", file=sys.stderr)
+    return Side(c, api, ids, seeding, size)
+
+
+async def measure(
+    sides: dict[str, tuple[str, str, int]],
+    target_url: str,
+    bearer: Callable[[str], dict[str, str]],
+    rounds: int,
+) -> dict[str, Any]:
+    """`sides`: label -> (database URL, API base URL, background runs), `small` and `large`.
+    Both are seeded, then measured in turn `rounds` times (the order alternating, so the
+    machine's noise falls on both); each figure is the median of its rounds."""
+    headers = bearer(PROBE_TENANT)
+    end = utc_now().replace(minute=0, second=0, microsecond=0)
+    large = max(size for _, _, size in sides.values())
+    built: dict[str, Side] = {}
+    try:
+        for label, (db, api, size) in sides.items():
+            built[label] = await _side(db, api, size, large, end, headers, target_url)
+        got: dict[str, list[dict[str, Any]]] = {label: [] for label in built}
+        labels = list(built)
+        for r in range(rounds):
+            for label in labels[r % 2 :] + labels[: r % 2]:
+                side = built[label]
+                got[label].append(
+                    {
+                        **await reads(side.api, headers, side.schedule_ids[0], end),
+                        **await claim_and_settle(side.container, side.schedule_ids, CLAIMED_RUNS),
+                    }
+                )
+        out: dict[str, Any] = {
+            "probe_runs": PROBE_DAYS * 24 * PROBE_SCHEDULES,
+            "rounds": rounds,
+            "background_shape": dict(
+                zip(("schedules", "tenants"), _background_shape(large), strict=True)
+            ),
+        }
+        for label, side in built.items():
+            out[label] = {
+                "background_runs": side.size,
+                "seeding_s": side.seeding,
+                "table_mib": await _table_mib(side.container),
+                "median_ms": {k: _median(got[label], k) for k in got[label][0]},
+            }
+        small_m, large_m = out["small"]["median_ms"], out["large"]["median_ms"]
+        out["ratios"] = {k: round(large_m[k] / small_m[k], 2) for k in small_m}
         return out
     finally:
-        await c.aclose()
+        for side in built.values():
+            await side.container.aclose()
+
+
+def _median(rounds: list[dict[str, Any]], key: str) -> float:
+    return round(statistics.median(float(r[key]) for r in rounds), 4)
 
 
 async def _table_mib(c: Container) -> dict[str, int]:
