@@ -1,10 +1,11 @@
 """History at scale and `--processes` (DESIGN §7b, issue 28): PostgreSQL only.
 
-`make bench BENCH_ARGS="scale [--herd N] [--rounds R] [--stored N] [--history N] [--only P,...]"`
-(the benchmark's name first; `--quick` for a smoke run). Parts (`--only herd,planning,history`):
+`make bench BENCH_ARGS="scale [--herd N] [--rounds R] [--kind cron|run_at] [--stored N]
+[--history N] [--only P,...]"` (the benchmark's name first; `--quick` for a smoke run). Parts
+(`--only herd,planning,history`):
 
-- `herd`: N one-shot schedules (`run_at`, default 100,000; quick 10,000) all due at one instant,
-  created with `POST /v1/schedules/apply` (1,000 definitions per call, one tenant per call)
+- `herd`: N schedules (default 100,000; quick 10,000) all due at one instant, daily crons at the
+  due minute (`--kind cron`, the default) or one-shots (`--kind run_at`), created with `POST /v1/schedules/apply` (1,000 definitions per call, one tenant per call)
   through a `scheduler serve --role api` process, planned and delivered by ONE
   `scheduler serve --role worker --grace 30 --processes 2` process started as deploy/ starts it
   (production settings: 60 s look-ahead, 64 in flight per process, 10 per tenant destination) to
@@ -13,7 +14,8 @@
   long before the due instant the last run was planned, exactly one run and one attempt per
   schedule (database) and one arrival per X-Webhook-Id (receivers); CPU ms per run of the worker
   processes (parent + children) and of the database's PostgreSQL backends (bench/cpu_meter.py),
-  WAL bytes per run (pg_current_wal_lsn), each in the planning window (apply done to due) and the
+  WAL bytes per run (pg_current_wal_lsn marks, this database's share read back with
+  pg_walinspect: `WalMeter`), each in the planning window (apply done to due) and the
   delivery window (due to drained); the API's CPU per applied definition; peak RSS (VmHWM) of the
   API, the worker parent and each child. Median round of R by drain time (default 3; quick 1),
   every round's figures beside it. One more round of 10,000 (quick 2,000) for peak RSS against
@@ -25,7 +27,8 @@
 - `history`: claim and settle (the dispatcher's own `acquire` and `write`, timed per run) and
   the run-history reads through the API (a schedule's runs, the tenant's runs, its failed runs,
   one run, the 31-day ledger) with `--history` runs (5,000,000; quick 200,000; the issue's
-  figure is 50,000,000) stored versus 5,000, seeded in SQL (bench/scale_history.py).
+  figure is 50,000,000) stored versus `--history-small` (5,000), two databases seeded in SQL and
+  measured in turn (bench/scale_history.py).
 
 Every ratio is of two figures from the same run (this machine is shared and noisy). Each part
 uses fresh databases on BENCH_POSTGRES_URL or TEST_POSTGRES_URL, dropped afterwards.
