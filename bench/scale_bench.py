@@ -6,7 +6,8 @@
 
 - `herd`: N schedules (default 100,000; quick 10,000) all due at one instant, daily crons at the
   due minute (`--kind cron`, the default) or one-shots (`--kind run_at`), created with
-  `POST /v1/schedules/apply` (1,000 definitions per call, one tenant per call) through a `scheduler serve --role api` process, planned and delivered by ONE
+  `POST /v1/schedules/apply` (1,000 definitions per call, one tenant per call) through a
+  `scheduler serve --role api` process, planned and delivered by ONE
   `scheduler serve --role worker --grace 30 --processes 2` process started as deploy/ starts it
   (production settings: 60 s look-ahead, 64 in flight per process, 10 per tenant destination) to
   loopback receivers (bench/scale_receiver.py). Per round: drain time (due instant to the last
