@@ -655,7 +655,10 @@ async def history_part(opts: Options, workdir: Path) -> dict[str, Any]:
 async def _run(opts: Options) -> dict[str, Any]:
     if not (os.environ.get("BENCH_POSTGRES_URL") or os.environ.get("TEST_POSTGRES_URL")):
         return {"skipped": "BENCH_POSTGRES_URL / TEST_POSTGRES_URL not set"}
-    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(timespec="seconds")}
+    report: dict[str, Any] = {
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code": code_version(),
+    }
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         workdir = Path(tmp)
         if "herd" in opts.parts:
@@ -664,7 +667,27 @@ async def _run(opts: Options) -> dict[str, Any]:
             report["planning"] = await planning_part(opts, workdir)
         if "history" in opts.parts:
             report["history"] = await history_part(opts, workdir)
+    if report["code"] != code_version():
+        report["code_changed_during_run"] = code_version()
     return report
+
+
+def code_version() -> dict[str, Any]:
+    """Which checkout's scheduler code this process and the services it starts import, and its
+    commit: a shared virtualenv's editable install follows whatever that checkout holds, which
+    may move while a 40-minute run is under way."""
+    import scheduler
+
+    where = Path(scheduler.__file__).resolve().parents[2]
+    git = ["git", "-C", str(where)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--", "services", "pkg"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return {"checkout": str(where), "commit": head.stdout.strip(), "dirty": bool(dirty.stdout)}
 
 
 def run(quick: bool, argv: Sequence[str] = ()) -> dict[str, Any]:

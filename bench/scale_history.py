@@ -364,6 +364,9 @@ async def _probe_schedules(api: str, headers: dict[str, str], target_url: str) -
             "cron": "0 * * * *",
             "timezone": "UTC",
             "target": {"url": target_url},
+            # Every claimed run is attempted even when a loaded machine claims it late (the
+            # default, fire_once, would skip all but the latest of a schedule's late runs).
+            "misfire_policy": "fire_all",
         }
         for i in range(PROBE_SCHEDULES)
     ]
