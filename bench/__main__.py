@@ -1,8 +1,10 @@
-"""`python -m bench [NAME ...] [--quick] [--baseline REV]`: run the benchmark modules and print one
-JSON document.
+"""`python -m bench [NAME ...] [--quick] [--baseline REV] [OPTIONS]`: run the benchmark modules and
+print one JSON document.
 
 Every module `bench/<name>_bench.py` exposes `run(quick: bool) -> dict`; figures are reported side
 by side with their baselines from the same run, because this machine is noisy (use the ratios).
+A module whose `run` also takes `argv` accepts options of its own (`scale --herd 10000`): the
+arguments this parser does not know go to it, and naming another module with them is an error.
 
 `--baseline REV` measures a refactor: REV is checked out into a temporary git worktree and every
 named benchmark runs there and here in turn (baseline first, each in a fresh subprocess, so
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import pkgutil
@@ -37,17 +40,22 @@ def main() -> int:
     parser.add_argument(
         "--baseline", metavar="REV", help="also run each benchmark on this git revision"
     )
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()
     available = _available(HERE)
     names = args.names or available
     unknown = [n for n in names if n not in available]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {available}", file=sys.stderr)
         return 2
+    if extra:
+        plain = [n for n in names if not _takes_argv(n)]
+        if plain:
+            print(f"{plain} take no options (given {extra})", file=sys.stderr)
+            return 2
     if args.baseline:
-        report = _compare(names, args.baseline, quick=args.quick)
+        report = _compare(names, args.baseline, quick=args.quick, extra=extra)
     else:
-        report = {name: _run_here(name, quick=args.quick) for name in names}
+        report = {name: _run_here(name, quick=args.quick, extra=extra) for name in names}
     print(json.dumps(report, indent=2))
     return 0
 
@@ -60,16 +68,22 @@ def _available(folder: Path) -> list[str]:
     )
 
 
-def _run_here(name: str, *, quick: bool) -> dict[str, Any]:
+def _takes_argv(name: str) -> bool:
+    module = importlib.import_module(f"bench.{name}_bench")
+    return "argv" in inspect.signature(module.run).parameters
+
+
+def _run_here(name: str, *, quick: bool, extra: list[str]) -> dict[str, Any]:
     module = importlib.import_module(f"bench.{name}_bench")
     started = time.perf_counter()
-    result: dict[str, Any] = module.run(quick=quick)
+    options: dict[str, Any] = {"argv": extra} if extra else {}
+    result: dict[str, Any] = module.run(quick=quick, **options)
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     print(f"bench {name}: done", file=sys.stderr)
     return result
 
 
-def _compare(names: list[str], rev: str, *, quick: bool) -> dict[str, Any]:
+def _compare(names: list[str], rev: str, *, quick: bool, extra: list[str]) -> dict[str, Any]:
     commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
     report: dict[str, Any] = {"baseline_commit": commit}
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
@@ -83,7 +97,7 @@ def _compare(names: list[str], rev: str, *, quick: bool) -> dict[str, Any]:
                 sides = [("baseline", tree)] if name in baseline_names else []
                 for side, where in [*sides, ("current", ROOT)]:
                     try:
-                        entry[side] = _run_in(where, name, quick=quick)
+                        entry[side] = _run_in(where, name, quick=quick, extra=extra)
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         entry[side] = {"error": str(exc)[-3000:]}  # the others still run
                 report[name] = entry
@@ -93,13 +107,13 @@ def _compare(names: list[str], rev: str, *, quick: bool) -> dict[str, Any]:
     return report
 
 
-def _run_in(tree: Path, name: str, *, quick: bool) -> dict[str, Any]:
+def _run_in(tree: Path, name: str, *, quick: bool, extra: list[str]) -> dict[str, Any]:
     """One benchmark of the code in `tree`, in a fresh interpreter whose imports resolve there."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("pkg", "services", ".")),
     }
-    argv = [sys.executable, "-m", "bench", name, *(["--quick"] if quick else [])]
+    argv = [sys.executable, "-m", "bench", name, *(["--quick"] if quick else []), *extra]
     done = subprocess.run(
         argv,
         cwd=tree,
