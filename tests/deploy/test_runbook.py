@@ -215,6 +215,9 @@ def test_every_kubernetes_object_named_exists() -> None:
 
 def test_every_table_and_metric_named_exists() -> None:
     importlib.import_module("scheduler.adapters.db.tables")
+    # tenant_status and processed_events join the metadata when their module is imported:
+    # import it here, so the test does not depend on which tests ran before it.
+    importlib.import_module("scheduler.adapters.db.tenant_store")
     from notification.adapters.tables import metadata as notification_tables
     from scheduler.adapters.db.tables import metadata as scheduler_tables
 
