@@ -109,11 +109,13 @@ async def plan_due(
         new_ids = await runs.insert_new_runs(new_runs)
         updates = [p.update(new_ids) for p in passes]
         await runs.set_next_run_at(updates)
-        # Rare (bounds, max_runs or a one-shot reached): the aggregate records schedule.completed.
+        # Bounds, max_runs or a one-shot reached (a herd of one-shots: every schedule of the pass):
+        # the aggregate records schedule.completed; saved in a few statements for the batch.
         completed = [p.schedule.id for p in passes if p.completes()]
-        for schedule in (await uow.schedules.lock(completed)).values():
+        finished = list((await uow.schedules.lock(completed)).values())
+        for schedule in finished:
             schedule.complete(now)
-            await uow.schedules.save(schedule)
+        await uow.schedules.save_locked(finished)
         inserted = [r for r in new_runs if r.id in new_ids]
         # Runs skipped at plan time record schedule.run.skipped; it goes out with their rows.
         for run in inserted:

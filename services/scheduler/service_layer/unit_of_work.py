@@ -127,6 +127,11 @@ class ScheduleRepository(abc.ABC):
         """Persist a loaded schedule's changes; VersionMismatch if someone else wrote first."""
 
     @abc.abstractmethod
+    async def save_locked(self, schedules: Sequence[Schedule]) -> None:
+        """`save()` for schedules this transaction locked (`lock()`), in a few statements
+        whatever their number (the planner completing a herd of one-shots)."""
+
+    @abc.abstractmethod
     async def list_page(
         self,
         tenant_id: str,

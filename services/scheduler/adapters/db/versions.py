@@ -78,18 +78,24 @@ class SqlVersionStore:
         for v in versions:
             by_schedule.setdefault(v.schedule_id, []).append(v)
         rows: list[dict[str, Any]] = []
+        superseding: list[dict[str, Any]] = []
         for own in by_schedule.values():
             first = own[0]
             if first.before is not None:
-                await self.conn.execute(
-                    sa.update(schedule_versions)
-                    .where(schedule_versions.c.schedule_id == first.schedule_id)
-                    .where(schedule_versions.c.superseded_at.is_(None))
-                    .where(schedule_versions.c.version < first.version)
-                    .values(superseded_at=first.at)
+                superseding.append(
+                    {"k_schedule": first.schedule_id, "k_version": first.version, "k_at": first.at}
                 )
             rows.extend(
                 self._row(v, own[i + 1].at if i + 1 < len(own) else None) for i, v in enumerate(own)
+            )
+        if superseding:  # one statement executed per schedule (asyncpg pipelines them)
+            await self.conn.execute(
+                sa.update(schedule_versions)
+                .where(schedule_versions.c.schedule_id == sa.bindparam("k_schedule"))
+                .where(schedule_versions.c.superseded_at.is_(None))
+                .where(schedule_versions.c.version < sa.bindparam("k_version"))
+                .values(superseded_at=sa.bindparam("k_at")),
+                superseding,
             )
         await self.conn.execute(sa.insert(schedule_versions), rows)
 
