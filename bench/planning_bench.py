@@ -1,6 +1,8 @@
 """Planning pass cost vs stored schedules (DESIGN §10 "scale of planning"): one pass that
 plans 1,000 due schedules among 10,000 stored, then among 1,000,000 (quick: 200,000). The ratio
 must stay near 1: the due query walks the partial index `ix_schedules_due`, never the table.
+Then one-shots: a pass over 1,000 due one-shot (`run_at`) schedules, which it plans and completes,
+beside the 1,000 crons' pass (`one_shot_ratio`: how much dearer completing them makes it).
 PostgreSQL when BENCH_POSTGRES_URL or TEST_POSTGRES_URL is set, and SQLite.
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bench.dispatch_bench import _add_schedules, _container, _databases, _reset
+from bench.dispatch_bench import _add_schedules, _container, _databases, _reset, _schedule_rows
 from scheduler.adapters.db.migrate import upgrade
 from scheduler.adapters.db.tables import runs, schedules
 from scheduler.adapters.db.types import UTCDateTime
@@ -85,6 +87,26 @@ async def _pass_cost(c: Container, due_ids: list[str]) -> float:
     return statistics.median(costs)
 
 
+async def _one_shot_cost(c: Container) -> float:
+    """One pass over DUE one-shots due a second ago (fresh ones each repeat): planned and
+    completed."""
+    settings = PlanningSettings(lookahead=timedelta(seconds=1), batch=DUE)
+    costs = []
+    for repeat in range(REPEATS):
+        now = utc_now()
+        due = now - timedelta(seconds=1)
+        rows = _schedule_rows(
+            c, ["http://127.0.0.1:9/hook"], DUE, run_at=due, id_prefix=f"O{repeat}"
+        )
+        async with c.engine.begin() as conn:
+            await conn.execute(sa.insert(schedules), rows)
+        started = time.perf_counter()
+        report = await plan_due(c.uow_factory, now=now, settings=settings)
+        costs.append(time.perf_counter() - started)
+        assert report.schedules == DUE, report
+    return statistics.median(costs)
+
+
 async def _run(quick: bool) -> dict[str, Any]:
     large = 200_000 if quick else 1_000_000
     out: dict[str, Any] = {"due": DUE, "large": large}
@@ -97,12 +119,15 @@ async def _run(quick: bool) -> dict[str, Any]:
                 due_ids = await _add_schedules(c, "http://127.0.0.1:9/hook", DUE, utc_now())
                 await _grow(c, due_ids[0], 10_000 - DUE, 1)
                 small = await _pass_cost(c, due_ids)
+                one_shots = await _one_shot_cost(c)
                 await _grow(c, due_ids[0], large - 10_000, 10_000)
                 big = await _pass_cost(c, due_ids)
                 out[backend] = {
                     "pass_s_10k": round(small, 4),
                     f"pass_s_{large // 1000}k": round(big, 4),
                     "ratio": round(big / small, 2),
+                    "one_shot_pass_s": round(one_shots, 4),
+                    "one_shot_ratio": round(one_shots / small, 2),
                 }
             finally:
                 await c.aclose()
