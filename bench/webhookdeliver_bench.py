@@ -9,6 +9,10 @@ hides: process CPU (time.process_time) per POST on the workers' loop (servicekit
 uvloop where installed) at concurrency 64, against a receiver in another process (so only the
 client's CPU counts), for `Deliverer.deliver` and for a hand-written aiohttp POST of the same
 headers (signed inline from one message); `deliverer_extra_us` is what the deliverer costs on top.
+Beside them, the lower-level paths a switch would weigh: httpcore's connection pool (the
+maintained client under httpx) with the same headers, h11 (the sans-I/O parser) on kept-alive
+asyncio streams, and a floor no client can beat (HTTP/1.1 written by hand on the same streams, no
+parser, timeout or guard).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+import h11
+import httpcore
 from aiohttp import web
 
 import webhookdeliver as wd
@@ -176,10 +182,11 @@ async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
         )
         assert result.ok, result
 
-    async def via_raw(i: int) -> None:
+    def signed(i: int) -> tuple[bytes, dict[str, str]]:
+        """Body and headers as the deliverer sends them, signed inline from one message."""
         body, webhook_id, ts = b'{"i":%d}' % i, f"run_{i}", str(int(time.time()))
         message = f"{webhook_id}.{ts}.".encode() + body
-        headers = {
+        return body, {
             "X-Schedule-Id": "sch_bench",
             "X-Scheduled-For": at.isoformat().replace("+00:00", "Z"),
             "X-Trigger": "schedule",
@@ -196,14 +203,99 @@ async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
             "webhook-signature": "v1,"
             + base64.b64encode(hmac.digest(std_key, message, "sha256")).decode(),
         }
+
+    async def via_raw(i: int) -> None:
+        body, headers = signed(i)
         async with raw.post(
             url, data=body, headers=headers, timeout=timeout, allow_redirects=False
         ) as r:
             await r.read()
             assert r.status == 200
 
-    delivered: list[float] = []
-    plain: list[float] = []
+    pool = httpcore.AsyncConnectionPool(max_connections=limit, max_keepalive_connections=limit)
+    pool_timeouts = {"connect": 10.0, "read": 10.0, "write": 10.0, "pool": 10.0}
+
+    async def via_httpcore(i: int) -> None:
+        body, headers = signed(i)
+        r = await pool.request(
+            "POST",
+            url,
+            headers=list(headers.items()),
+            content=body,
+            extensions={"timeout": pool_timeouts},
+        )
+        assert r.status == 200
+
+    streams: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+
+    async def via_streams(i: int) -> None:
+        """The floor: HTTP/1.1 written by hand on kept-alive asyncio streams (no parser beyond
+        Content-Length, no timeouts, no guard): what no client can beat, not a candidate."""
+        if streams.empty():
+            streams.put_nowait(await asyncio.open_connection("127.0.0.1", port))
+        reader, writer = streams.get_nowait()
+        body, headers = signed(i)
+        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        writer.write(
+            f"POST /hook HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Length: {len(body)}\r\n{lines}\r\n".encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        streams.put_nowait((reader, writer))
+
+    h11_streams: asyncio.Queue[
+        tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]
+    ] = asyncio.Queue()
+
+    async def via_h11(i: int) -> None:
+        """h11 (the sans-I/O HTTP/1.1 parser uvicorn serves with) on kept-alive asyncio
+        streams: what a client built on a maintained parser would cost."""
+        if h11_streams.empty():
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            h11_streams.put_nowait((r, w, h11.Connection(h11.CLIENT)))
+        reader, writer, conn = h11_streams.get_nowait()
+        body, headers = signed(i)
+        request = h11.Request(
+            method="POST",
+            target="/hook",
+            headers=[
+                ("Host", f"127.0.0.1:{port}"),
+                ("Content-Length", str(len(body))),
+                *list(headers.items()),
+            ],
+        )
+        writer.write(
+            conn.send(request) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+        )
+        status = 0
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(65536))
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.EndOfMessage):
+                break
+        assert status == 200
+        conn.start_next_cycle()
+        h11_streams.put_nowait((reader, writer, conn))
+
+    paths = {
+        "deliverer": via_deliverer,
+        "raw_aiohttp": via_raw,
+        "httpcore": via_httpcore,
+        "h11_streams": via_h11,
+        "streams_floor": via_streams,
+    }
+    figures: dict[str, list[float]] = {name: [] for name in paths}
     try:
         for _ in range(100):  # the receiver process is up once it answers
             try:
@@ -213,30 +305,39 @@ async def _cpu_per_attempt(n: int, rounds: int) -> dict[str, Any]:
                 await asyncio.sleep(0.05)
         else:
             raise RuntimeError(f"the CPU receiver did not start on {url} after 100 tries")
-        await _cpu_drive(min(n, 300), via_deliverer)  # warm both pools
-        await _cpu_drive(min(n, 300), via_raw)
-        for r in range(rounds):  # interleaved, alternating who goes first
-            if r % 2:
-                plain.append(await _cpu_drive(n, via_raw))
-            delivered.append(await _cpu_drive(n, via_deliverer))
-            if not r % 2:
-                plain.append(await _cpu_drive(n, via_raw))
+        for one in paths.values():  # warm every pool
+            await _cpu_drive(min(n, 300), one)
+        order = list(paths)
+        for r in range(rounds):  # interleaved, each round in another order
+            for name in order[r % len(order) :] + order[: r % len(order)]:
+                figures[name].append(await _cpu_drive(n, paths[name]))
     finally:
         await deliverer.close()
         await raw.close()
+        await pool.aclose()
+        while not streams.empty():
+            streams.get_nowait()[1].close()
+        while not h11_streams.empty():
+            h11_streams.get_nowait()[1].close()
         receiver.terminate()
         try:
             receiver.wait(timeout=10)
         except subprocess.TimeoutExpired:  # a receiver that ignores SIGTERM must not hang the bench
             receiver.kill()
             receiver.wait()
-    d, p = statistics.median(delivered), statistics.median(plain)
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    d, p = median["deliverer"], median["raw_aiohttp"]
     return {
         "deliverer_us": round(d, 1),
         "raw_aiohttp_us": round(p, 1),
         "deliverer_extra_us": round(d - p, 1),
-        "deliverer_rounds_us": [round(x, 1) for x in delivered],
-        "raw_aiohttp_rounds_us": [round(x, 1) for x in plain],
+        "httpcore_us": round(median["httpcore"], 1),
+        "h11_streams_us": round(median["h11_streams"], 1),
+        "streams_floor_us": round(median["streams_floor"], 1),
+        "httpcore_vs_raw_aiohttp": round(median["httpcore"] / p, 2),
+        "h11_vs_raw_aiohttp": round(median["h11_streams"] / p, 2),
+        "floor_vs_raw_aiohttp": round(median["streams_floor"] / p, 2),
+        **{f"{name}_rounds_us": [round(x, 1) for x in values] for name, values in figures.items()},
         "posts_per_round": n,
         "concurrency": CPU_CONCURRENCY,
         "event_loop": event_loop.loop_name(),
