@@ -7,8 +7,11 @@ consumer of the group after `stop` (which models a crash). It is durable only in
 services' outboxes are what survive a restart, and they publish again what was not acknowledged.
 
 Retention is bounded: a topic keeps at most `max_retained_per_topic` records, and drops records
-that every group subscribed to it has committed. A group first subscribed after records were
-dropped starts at the earliest retained offset, as a Kafka group does after log retention.
+that every group subscribed to it has committed. A topic no group subscribes to keeps at most
+`max_retained_unsubscribed` (a worker-only process without Kafka publishes topics nobody in it
+reads: a herd's events would otherwise sit in its memory up to the full bound). A group first
+subscribed after records were dropped starts at the earliest retained offset, as a Kafka group
+does after log retention.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ _PARTITION = 0
 # 100,000 records of ~1 KiB events is ~100 MiB: the most an embedded process should hold for a
 # group that stopped consuming.
 DEFAULT_MAX_RETAINED_PER_TOPIC = 100_000
+# What a topic with no subscribed group keeps, for a group that subscribes later (~1 MiB).
+DEFAULT_MAX_RETAINED_UNSUBSCRIBED = 1_000
 
 
 @dataclass
@@ -64,11 +69,13 @@ class InProcessBus:
         self,
         *,
         max_retained_per_topic: int = DEFAULT_MAX_RETAINED_PER_TOPIC,
+        max_retained_unsubscribed: int = DEFAULT_MAX_RETAINED_UNSUBSCRIBED,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
-        if max_retained_per_topic < 1:
-            raise ValueError("max_retained_per_topic must be at least 1")
+        if max_retained_per_topic < 1 or max_retained_unsubscribed < 1:
+            raise ValueError("a topic must retain at least 1 record")
         self._max_retained = max_retained_per_topic
+        self._max_unsubscribed = min(max_retained_unsubscribed, max_retained_per_topic)
         self._max_message_bytes = max_message_bytes
         self._logs: dict[str, _TopicLog] = {}
         self._groups: dict[str, _Group] = {}
@@ -126,7 +133,9 @@ class InProcessBus:
             # A group that has not committed holds everything from the base offset.
             oldest_needed = min(g.committed.get(topic, log.base_offset) for g in subscribed)
             log.drop_before(oldest_needed)
-        log.drop_before(log.end_offset - self._max_retained)
+            log.drop_before(log.end_offset - self._max_retained)
+        else:
+            log.drop_before(log.end_offset - self._max_unsubscribed)
 
     def _notify(self) -> None:
         self._changed.set()

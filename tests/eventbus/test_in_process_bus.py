@@ -171,6 +171,18 @@ async def test_retention_keeps_at_most_the_bound_and_late_members_start_at_the_o
     assert [r.offset for r in await drain(consumer)] == [2, 3, 4]
 
 
+async def test_a_topic_nobody_subscribes_to_keeps_only_the_smaller_bound() -> None:
+    bus = InProcessBus(max_retained_per_topic=10, max_retained_unsubscribed=3)
+    publisher = await started_publisher(bus)
+    await publisher.publish([msg("a", n) for n in range(8)])
+    late = bus.consumer([TOPIC], "late")
+    await late.start()
+    assert [r.offset for r in await drain(late)] == [5, 6, 7]
+    # Subscribed now: the full bound holds for a group that does not commit.
+    await publisher.publish([msg("a", n) for n in range(8, 20)])
+    assert [r.offset for r in await drain(late)] == list(range(10, 20))
+
+
 async def test_records_every_group_committed_are_dropped() -> None:
     bus = InProcessBus()
     publisher = await started_publisher(bus)
