@@ -158,11 +158,14 @@ def create_bounded_engine(
     return engine
 
 
-CLAIM_PLANNER_SQL = (
-    "SELECT set_config('enable_bitmapscan', 'off', true),"
-    " set_config('enable_seqscan', 'off', true),"
-    " set_config('plan_cache_mode', 'force_generic_plan', true)"
+INDEX_PATHS_SQL = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
 )
+"""SET LOCAL for a transaction whose statements must keep their index paths on tables a burst
+has just grown (statistics of the table as it was before: the planner takes it for a few rows
+and scans it whole). Every statement it serves is an index range by construction."""
+
+CLAIM_PLANNER_SQL = INDEX_PATHS_SQL + ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 """The planner settings of the dispatchers' claim transactions on PostgreSQL (SET LOCAL, one
 round trip, sent first): index paths only, and generic plans (`GENERIC_PLANS_SQL`). Statistics
 are stale in exactly the case that matters, a burst of new due rows, and with them the planner

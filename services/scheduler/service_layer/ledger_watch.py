@@ -6,7 +6,8 @@ are counted. A pass, in one transaction:
 1. gives live active schedules without one a watermark at max(now - WINDOW, created_at), in a
    walk by primary key, SEED_WINDOW ids a pass (`seed_walk`): from the start once an hour and
    when the process starts (schedules resumed, ids not made now), otherwise from the ids of the
-   last RECENT (new schedules: ids are ULIDs, which sort by creation time);
+   last RECENT (new schedules: ids are ULIDs, which sort by creation time), a sweep every
+   SEED_REST at most (passes in between seed nothing);
 2. locks the BATCH stalest watermarks older than `now - SETTLE - RECHECK` (FOR UPDATE SKIP
    LOCKED: replicas take different schedules, and nobody counts a range twice);
 3. reads their schedules' `next_run_at`, then their versions and planned runs over the range (in
@@ -56,6 +57,8 @@ RECHECK = timedelta(seconds=INTERVAL_SECONDS)
 SEED_WINDOW = 2_000
 RECENT = timedelta(minutes=10)
 """How far back a pass looks for new schedules (more than any clock skew between API replicas)."""
+SEED_REST = RECHECK
+"""Between two sweeps of the recent ids (a new schedule gets its watermark within about this)."""
 FULL_WALK = timedelta(hours=1)
 """How often the seed walks every schedule (within WINDOW, so a resumed schedule's occurrences
 are still counted from its resumption)."""
@@ -83,10 +86,18 @@ class SeedWalk:
     """When the last full walk started (None: none yet, the next pass starts one)."""
     full: bool = False
     """A full walk is under way: its passes follow each other at once."""
+    resting_until: datetime | None = None
+    """A sweep of the recent ids ended: passes seed nothing until then (a herd's passes follow
+    each other at once while watermark batches are full, and re-read the same ids otherwise)."""
 
-    def next_start(self, now: datetime) -> str:
+    def next_start(self, now: datetime) -> str | None:
+        """Where this pass's seed starts; None: this pass seeds nothing."""
         if self.full_from is None or now - self.full_from >= FULL_WALK:
-            self.full_from, self.after, self.full = now, "", True
+            self.full_from, self.after, self.full, self.resting_until = now, "", True, None
+        elif self.resting_until is not None:
+            if now < self.resting_until:
+                return None
+            self.resting_until = None
         return self.after
 
     def advance(self, last: str | None, now: datetime) -> bool:
@@ -94,8 +105,9 @@ class SeedWalk:
         if last is not None:
             self.after = last
             return self.full
-        # At the end: the next passes read only the ids of the last RECENT.
+        # At the end: the next sweep, an interval on, reads only the ids of the last RECENT.
         self.after, self.full = first_id_at("sch", now - RECENT), False
+        self.resting_until = now + SEED_REST
         return False
 
 
@@ -109,9 +121,12 @@ async def count_missing_once(
     """One pass (steps in the module docstring); returns what it counted, committed. Without
     `walk`, the seed reads the first SEED_WINDOW schedules."""
     horizon, floor = now - SETTLE, now - WINDOW
+    start = walk.next_start(now) if walk else ""
     async with uows() as uow:
-        seeded = await uow.ledger.seed_watermarks(
-            floor, walk.next_start(now) if walk else "", SEED_WINDOW
+        seeded = (
+            await uow.ledger.seed_watermarks(floor, start, SEED_WINDOW)
+            if start is not None
+            else None
         )
         # Checked up to at least one interval ago: the horizon moves on with the clock, so
         # without this margin every watermark would be stale again a moment later and a pass
@@ -119,7 +134,7 @@ async def count_missing_once(
         marks = await uow.ledger.claim_watermarks(horizon - RECHECK, batch)
         missing = await _check(uow, marks, now, floor, horizon) if marks else 0
         await uow.commit()
-    walking = walk.advance(seeded.last, now) if walk is not None else False
+    walking = walk.advance(seeded.last, now) if walk is not None and seeded is not None else False
     return WatchReport(len(marks), missing, len(marks) >= batch or walking)
 
 

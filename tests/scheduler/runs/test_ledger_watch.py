@@ -158,13 +158,25 @@ async def test_the_seed_walks_by_id_then_reads_only_recent_ids(
     mclock.advance(minutes=60)  # a full walk again
     await count_missing_once(container.uow_factory, mclock(), walk=walk)
     assert old.id in await marks(container)
-    # Between full walks, a full window of recent ids goes on at the next interval, not at once.
-    await add_schedule(container, "http://127.0.0.1:9/x", name="new-1")
-    await add_schedule(container, "http://127.0.0.1:9/x", name="new-2")
+    # A sweep of the recent ids ended: the passes of the next SEED_REST seed nothing (a herd's
+    # passes come at once while watermark batches are full, and re-read the same ids).
+    new_1 = await add_schedule(container, "http://127.0.0.1:9/x", name="new-1")
+    new_2 = await add_schedule(container, "http://127.0.0.1:9/x", name="new-2")
+    async with container.engine.begin() as conn:
+        await conn.execute(sa.delete(ledger_watermarks))
     assert not walk.full
+    await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert {new_1.id, new_2.id}.isdisjoint(await marks(container))
+    # Then a full window of recent ids goes on at the next interval, not at once.
+    mclock.advance(seconds=ledger_watch.SEED_REST.total_seconds())
     with patch.object(ledger_watch, "SEED_WINDOW", 1):
         report = await count_missing_once(container.uow_factory, mclock(), walk=walk)
-    assert not report.more
+        assert not report.more
+        assert len(await marks(container)) == 1  # one window, the rest at the next interval
+        for _ in range(3):
+            mclock.advance(seconds=ledger_watch.INTERVAL_SECONDS)
+            await count_missing_once(container.uow_factory, mclock(), walk=walk)
+    assert {new_1.id, new_2.id} <= set(await marks(container))
 
 
 async def test_a_sweep_ends_and_a_schedule_is_checked_again_an_interval_later(

@@ -9,6 +9,8 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from servicekit.data.database import INDEX_PATHS_SQL
+
 
 def dialect_insert(conn: AsyncConnection, table: sa.Table) -> Any:
     """INSERT with `on_conflict_do_nothing()` available on both dialects."""
@@ -32,3 +34,10 @@ def in_values(
         return column.in_(values)
     array = sa.bindparam(None, values, type_=pg_dialect.ARRAY(column.type))
     return column == sa.any_(array)
+
+
+async def index_paths(conn: AsyncConnection) -> None:
+    """PostgreSQL: index paths only until the transaction ends (`INDEX_PATHS_SQL` says why);
+    SQLite plans by its indexes whatever the statistics."""
+    if conn.dialect.name == "postgresql":
+        await conn.exec_driver_sql(INDEX_PATHS_SQL)
