@@ -417,12 +417,13 @@ class SqlScheduleRepository(ScheduleRepository):
         for schedule in items:
             loaded, values = self._changes(schedule)
             params = {f"v_{k}": v for k, v in values.items()}
-            params.update(k_id=schedule.id, k_loaded=loaded)
+            params.update(k_id=schedule.id, k_tenant=schedule.tenant_id, k_loaded=loaded)
             groups.setdefault(tuple(values), []).append(params)
         for columns, rows in groups.items():
             stmt = (
                 sa.update(schedules)
                 .where(schedules.c.id == sa.bindparam("k_id"))
+                .where(schedules.c.tenant_id == sa.bindparam("k_tenant"))
                 .where(schedules.c.version == sa.bindparam("k_loaded"))
                 .values({k: sa.bindparam(f"v_{k}") for k in columns})
             )
