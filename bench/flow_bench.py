@@ -217,7 +217,19 @@ async def _variant(c: Container, b_url: str, *, policy: bool, retry_after: bool)
         "b_lag_p99_s": b["lag_p99_s"],
         "b_lag_max_s": b["lag_max_s"],
         "deferred_by_gate": runtime.dispatcher.flow.deferred,
+        "per_second_2xx_429": _timeline(log, t0),
     }
+
+
+def _timeline(log: list[tuple[float, str, int]], t0: float) -> str:
+    """The receiver's answers per second from the due instant, `2xx/429` each."""
+    seconds: dict[int, Counter[int]] = {}
+    for t, _, st in log:
+        seconds.setdefault(int(t - t0), Counter())[st] += 1
+    return " ".join(
+        f"{seconds.get(k, Counter())[200]}/{seconds.get(k, Counter())[429]}"
+        for k in range(min(seconds, default=0), max(seconds, default=-1) + 1)
+    )
 
 
 async def _run(quick: bool) -> dict[str, Any]:

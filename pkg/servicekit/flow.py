@@ -17,11 +17,15 @@ everywhere.
     one second so a burst does not look like an infinite rate). A 429 with Retry-After halves
     it too (a 429 is a rate signal either way; the hold is the destination's explicit ask on
     top); a 503 with Retry-After only holds (an outage is not a rate). Fine answers (2xx) make
-    it grow back by `RECOVERY_PER_SECOND` (or `RECOVERY_FRACTION` of the policy's rate, if
-    more) for each second since the last change, up to the policy's rate (then the adaptive
-    rate is dropped); without a policy rate the adaptive rate expires `ADAPTIVE_TTL_SECONDS`
-    after the last 429. One cut per `CUT_GUARD_SECONDS`: the 429s of requests sent before a
-    cut do not cut again.
+    it grow back additively, in two steps: fast (`REGAIN_PER_SECOND` of `cut_from`, the rate
+    the destination pushed back at) up to `REGAIN_TO` of `cut_from`, just under it, then
+    slowly by `RECOVERY_PER_SECOND` (or `RECOVERY_FRACTION` of the policy's rate, if more),
+    probing for more, for each second since the last change; up to the policy's rate (then the
+    adaptive rate is dropped). Without the fast step the rate would climb from half to the
+    destination's limit at 1/s and average 3/4 of it (measured: 600 runs at 20/s drained in
+    1.33-1.39 x the ideal). Without a policy rate the adaptive rate expires
+    `ADAPTIVE_TTL_SECONDS` after the last 429. One cut per `CUT_GUARD_SECONDS`: the 429s of
+    requests sent before a cut do not cut again.
   - `tokens`/`tokens_at`: the token bucket of the effective rate (the lower of the policy's
     and the adaptive one), refilled by time, at most `BURST_SECONDS` worth (at least 1); a
     deferred run may reserve its token ahead (the bucket in debt, `MAX_RESERVE_SECONDS` at
@@ -70,6 +74,10 @@ RECOVERY_PER_SECOND = 1.0
 """Additive increase: requests/s gained for each second of fine answers (at least)."""
 RECOVERY_FRACTION = 0.1
 """With a tenant's rate, the increase is at least this fraction of it per second."""
+REGAIN_TO = 0.9
+"""The fast step climbs back to this fraction of the rate the last cut was made at."""
+REGAIN_PER_SECOND = 0.5
+"""The fast step: this fraction of the rate the last cut was made at, per second."""
 ADAPTIVE_TTL_SECONDS = 300.0
 BURST_SECONDS = 1.0
 SLOT_WAIT_SECONDS = 0.1
@@ -169,6 +177,8 @@ class FlowState:
     """When current_rate last changed (additive increase counts from here)."""
     cut_at: datetime | None = None
     """The last 429: the adaptive rate expires ADAPTIVE_TTL_SECONDS after it."""
+    cut_from: float | None = None
+    """The rate the last cut halved: the fast step climbs back to REGAIN_TO of it."""
     tokens: float | None = None
     tokens_at: datetime | None = None
 
@@ -181,7 +191,7 @@ class FlowState:
         if state.held_until is not None and state.held_until <= now:
             state = replace(state, held_until=None)
         if state.cut_at is not None and (now - state.cut_at).total_seconds() > ADAPTIVE_TTL_SECONDS:
-            state = replace(state, current_rate=None, rate_at=None, cut_at=None)
+            state = replace(state, current_rate=None, rate_at=None, cut_at=None, cut_from=None)
         return state
 
     @property
@@ -249,17 +259,45 @@ def react(
         if policy.per_second is not None:
             start = min(start, policy.per_second)
         rate = max(start / 2, MIN_RATE)
-        tokens = None if state.tokens is None else min(state.tokens, _burst(rate))
-        return replace(state, current_rate=rate, rate_at=now, cut_at=now, tokens=tokens)
+        cut = replace(state, current_rate=rate, rate_at=now, cut_at=now, cut_from=start)
+        return replace(cut, tokens=_cut_tokens(state, cut, policy))
     if signal is Signal.FINE and state.current_rate is not None and state.rate_at is not None:
-        step = RECOVERY_PER_SECOND
-        if policy.per_second is not None:  # back to the tenant's rate in ~1 / fraction seconds
-            step = max(step, policy.per_second * RECOVERY_FRACTION)
-        grown = state.current_rate + step * max((now - state.rate_at).total_seconds(), 0.0)
+        grown = _grown(state.current_rate, state.cut_from, policy, now - state.rate_at)
         if policy.per_second is not None and grown >= policy.per_second:
-            return replace(state, current_rate=None, rate_at=None, cut_at=None)
+            return replace(state, current_rate=None, rate_at=None, cut_at=None, cut_from=None)
         return replace(state, current_rate=min(grown, MAX_RATE), rate_at=now)
     return state
+
+
+def _cut_tokens(before: FlowState, after: FlowState, policy: DestinationPolicy) -> float | None:
+    """The bucket after a cut: at most a burst of the new rate; a debt (tokens reserved for
+    deferred runs, at the old rate) is paid off at the same instant as before, so the runs
+    claimed meanwhile wait as long as the reservations last, not twice as long."""
+    tokens = before.tokens
+    if tokens is None:
+        return None
+    old, new = effective_rate(policy, before), effective_rate(policy, after)
+    if tokens < 0 and old and new:
+        return tokens * new / old
+    return min(tokens, _burst(new or MIN_RATE))
+
+
+def _grown(rate: float, cut_from: float | None, policy: DestinationPolicy, dt: timedelta) -> float:
+    """The adaptive rate after `dt` of fine answers: the fast step up to REGAIN_TO x
+    `cut_from`, then the slow one (module docstring)."""
+    seconds = max(dt.total_seconds(), 0.0)
+    if cut_from is not None:
+        room = cut_from * REGAIN_TO - rate
+        if room > 0:
+            fast = cut_from * REGAIN_PER_SECOND
+            if seconds * fast <= room:
+                return rate + seconds * fast
+            seconds -= room / fast
+            rate += room
+    step = RECOVERY_PER_SECOND
+    if policy.per_second is not None:  # back to the tenant's rate in ~1 / fraction seconds
+        step = max(step, policy.per_second * RECOVERY_FRACTION)
+    return rate + step * seconds
 
 
 def worst(signals: list[Signal]) -> Signal | None:

@@ -3,6 +3,7 @@ the token bucket and the admission of a claim."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -132,8 +133,12 @@ def test_fine_answers_recover_additively_and_state_expires() -> None:
     policy = DestinationPolicy(10, 20)
     s = react(NO_STATE, policy, Signal.SLOW_DOWN, T0)
     assert s.current_rate == 10
-    s = react(s, policy, Signal.FINE, at(3))
-    assert s.current_rate == pytest.approx(16)  # +10% of the tenant's 20/s per second
+    assert s.cut_from == 20
+    s = react(s, policy, Signal.FINE, at(0.5))
+    assert s.current_rate == pytest.approx(15)  # fast: +half the cut-from rate per second
+    s = react(s, policy, Signal.FINE, at(1))
+    # fast up to 90% of 20 (0.3 s), then +10% of the tenant's 20/s per second (0.2 s)
+    assert s.current_rate == pytest.approx(18.4)
     s = react(s, policy, Signal.FINE, at(20))  # reached the policy's rate: adaptive dropped
     assert s.current_rate is None
     assert s.empty
@@ -143,6 +148,30 @@ def test_fine_answers_recover_additively_and_state_expires() -> None:
     assert s.live(at(ADAPTIVE_TTL_SECONDS + 1)).current_rate is None
     assert effective_rate(free, s) == 4
     assert effective_rate(policy, FlowState(current_rate=50)) == 20
+
+
+def test_the_rate_grows_back_fast_to_just_under_the_cut_then_probes() -> None:
+    free = DestinationPolicy()
+    s = react(NO_STATE, free, Signal.SLOW_DOWN, T0, observed=40)
+    assert (s.current_rate, s.cut_from) == (20, 40)
+    s = react(s, free, Signal.FINE, at(1))
+    assert s.current_rate == pytest.approx(36.2)  # 0.8 s at 20/s to 36, then 0.2 s at 1/s
+    s = react(s, free, Signal.FINE, at(3))
+    assert s.current_rate == pytest.approx(38.2)  # probing at 1/s
+    # A cut during the climb halves the rate it had reached, and that is the new ceiling.
+    s = react(s, free, Signal.SLOW_DOWN, at(4))
+    assert (s.current_rate, s.cut_from) == (pytest.approx(19.1), pytest.approx(38.2))
+    s = react(s, free, Signal.SLOW_DOWN, at(4.5))  # within the cut guard: unchanged
+    assert s.current_rate == pytest.approx(19.1)
+    s = react(s, free, Signal.FINE, at(4.6))
+    s = react(s, free, Signal.SLOW_DOWN, at(5.2))
+    assert s.cut_from == pytest.approx(s.current_rate * 2)
+    assert s.cut_from < 38.2
+    # A state written before cut_from existed grows back slowly, as it did.
+    old = FlowState(current_rate=10, rate_at=T0, cut_at=T0)
+    assert react(old, free, Signal.FINE, at(2)).current_rate == pytest.approx(12)
+    expired = s.live(at(5.2 + ADAPTIVE_TTL_SECONDS + 1))
+    assert (expired.current_rate, expired.cut_from) == (None, None)
 
 
 def test_observed_rate_is_bounded() -> None:
@@ -273,3 +302,16 @@ def test_one_cut_per_second_and_deferrals_come_back_within_bounds() -> None:
     a = admit(DestinationPolicy(), slow, T0, in_flight=0, wanted=50, reserve=True)
     assert a.granted == 1
     assert all(t <= at(11) for t in a.due_again[1:])
+
+
+def test_a_cut_keeps_the_instant_the_reserved_tokens_are_paid_off() -> None:
+    free = DestinationPolicy()
+    # 24/s with 2 s of tokens reserved ahead: the bucket owes 48.
+    s = FlowState(current_rate=24, rate_at=T0, cut_at=T0, cut_from=48, tokens=-48, tokens_at=at(5))
+    cut = react(s, free, Signal.SLOW_DOWN, at(5))
+    assert cut.current_rate == 12
+    assert cut.tokens == pytest.approx(-24)  # paid off 2 s after tokens_at, as before the cut
+    assert admit(free, cut, at(6.9), in_flight=0, wanted=1).granted == 0
+    assert admit(free, cut, at(7.1), in_flight=0, wanted=1).granted == 1
+    full = react(replace(s, tokens=20), free, Signal.SLOW_DOWN, at(5))
+    assert full.tokens == 12  # a burst of the new rate at most

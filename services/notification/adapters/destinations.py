@@ -34,7 +34,17 @@ from servicekit.data.database import asyncpg_connection
 from servicekit.flow import DestinationPolicy, FlowState
 from webhookdeliver import endpoint_key
 
-_STATE_COLUMNS = ("held_until", "current_rate", "rate_at", "cut_at", "tokens", "tokens_at")
+# FlowState's columns, with their PostgreSQL types (the gate read's NULLs are typed).
+_STATE_TYPES = {
+    "held_until": "timestamptz",
+    "current_rate": "float8",
+    "rate_at": "timestamptz",
+    "cut_at": "timestamptz",
+    "cut_from": "float8",
+    "tokens": "float8",
+    "tokens_at": "timestamptz",
+}
+_STATE_COLUMNS = tuple(_STATE_TYPES)
 _T = destinations
 _D = webhook_deliveries
 _S = subscriptions
@@ -62,12 +72,7 @@ SELECT true AS w, tenant_id, destination, NULL::text AS url, 0::bigint AS n, con
 FROM locked
 UNION ALL
 SELECT false, d.tenant_id, NULL, s.url, count(*), NULL, NULL, NULL,
-  {
-    ", ".join(
-        f"NULL::{t}"
-        for t in ("timestamptz", "float8", "timestamptz", "timestamptz", "float8", "timestamptz")
-    )
-}
+  {", ".join(f"NULL::{t}" for t in _STATE_TYPES.values())}
 FROM webhook_deliveries d JOIN subscriptions s ON s.id = d.subscription_id
 WHERE d.{LEASED_SQL} AND d.tenant_id = ANY($3::text[]) AND d.lease_owner <> $4
   AND d.lease_expires_at >= $5

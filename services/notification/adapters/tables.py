@@ -117,6 +117,7 @@ destinations = Table(
     Column("current_rate", Float, nullable=True),
     Column("rate_at", UTCDateTime, nullable=True),
     Column("cut_at", UTCDateTime, nullable=True),
+    Column("cut_from", Float, nullable=True),  # migration 0007
     Column("tokens", Float, nullable=True),
     Column("tokens_at", UTCDateTime, nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),

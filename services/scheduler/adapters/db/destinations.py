@@ -33,7 +33,15 @@ from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
 from servicekit.data.database import asyncpg_connection
 from servicekit.flow import DestinationPolicy, FlowState
 
-_STATE_COLUMNS = ("held_until", "current_rate", "rate_at", "cut_at", "tokens", "tokens_at")
+_STATE_COLUMNS = (
+    "held_until",
+    "current_rate",
+    "rate_at",
+    "cut_at",
+    "cut_from",
+    "tokens",
+    "tokens_at",
+)
 # The claim's turns per destination: the two-int advisory lock space, this namespace apart
 # (repository.TENANT_SCHEDULES_LOCK_NAMESPACE is another).
 DESTINATION_LOCK_NAMESPACE = 0x0F10

@@ -335,6 +335,7 @@ destinations = sa.Table(
     sa.Column("current_rate", sa.Float(), nullable=True),
     sa.Column("rate_at", UTCDateTime(), nullable=True),
     sa.Column("cut_at", UTCDateTime(), nullable=True),
+    sa.Column("cut_from", sa.Float(), nullable=True),  # migration 0019
     sa.Column("tokens", sa.Float(), nullable=True),
     sa.Column("tokens_at", UTCDateTime(), nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),

@@ -1,0 +1,28 @@
+"""flow control remembers the rate a destination pushed back at: destinations.cut_from
+
+Revision ID: 0007
+Revises: 0006
+
+`servicekit.flow` halves a destination's rate on a 429 and grows it back fast to just under
+the rate it was cut from, then slowly (DESIGN.md §7b). `cut_from` is that rate; null in
+existing rows, which then grow back slowly as before. Nullable without a default: no rewrite.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0007"
+down_revision: str | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column("destinations", sa.Column("cut_from", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("destinations") as batch:
+        batch.drop_column("cut_from")
