@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from eventbus.envelope import encode, envelope
+from eventbus.envelope import decode, encode, envelope
 from notification.adapters.tables import destinations
 from notification.service_layer.dispatch import DeliveryDispatcher, FlowControl
 from notification.service_layer.flow_control import DeliveryFlowGate
@@ -140,6 +140,20 @@ async def test_a_429_with_retry_after_holds_the_destination_with_no_attempt_coun
     answered_at = h.clock()
     hold_end = answered_at + timedelta(seconds=30)
     assert (await destination_rows(h))[rx.destination]["held_until"] == hold_end
+    # Told to the scheduler, so its runs there wait too (tests/scheduler/runs/
+    # test_notification_holds.py reads this event as the scheduler does).
+    probe = h.bus.consumer([TOPIC], "probe")
+    await probe.start()
+    told = [decode(r.value) for r in await probe.poll(timeout_seconds=0.1)]
+    await probe.stop()
+    assert [(e["type"], e.get("origin"), e["tenant_id"], e["data"]) for e in told] == [
+        (
+            "destination.held",
+            "notification",
+            "t1",
+            {"destination": rx.destination, "held_until": hold_end.isoformat()},
+        )
+    ]
 
     for _ in range(29):  # the whole hold: nothing reaches the receiver
         h.clock.advance(seconds=1)
@@ -400,3 +414,19 @@ async def test_per_second_paces_the_deliveries(
     assert max(sent[1:]) == 1
     rows = await deliveries(h, sub["id"])
     assert all((r["status"], r["attempt_count"]) == ("succeeded", 1) for r in rows)
+
+
+async def test_a_broker_that_does_not_answer_delays_a_hold_announcement_boundedly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from notification.adapters import hold_events
+
+    class Hanging:
+        async def publish(self, messages: Any) -> None:
+            await asyncio.Event().wait()
+
+    monkeypatch.setattr(hold_events, "PUBLISH_TIMEOUT_SECONDS", 0.05)
+    events = hold_events.HoldEvents(Hanging(), TOPIC)  # type: ignore[arg-type]
+    now = datetime.now(UTC)
+    with pytest.raises(TimeoutError):  # the dispatcher logs it and goes on
+        await events.held(("t1", "example.com:443"), now + timedelta(seconds=5), now)

@@ -7,7 +7,9 @@ destination obey the same limits. Pure, no I/O.
 - `destination.updated` `data: {"destination", "max_in_flight", "per_second"}`: the policy.
 - `destination.deleted` `data: {"destination"}`: the defaults apply again.
 - `destination.held` `data: {"destination", "held_until"}`: a 429/503 with Retry-After the
-  scheduler saw; a hold only ever lengthens (as `servicekit.flow.react` keeps it).
+  scheduler saw; a hold only ever lengthens (as `servicekit.flow.react` keeps it). Notification
+  publishes the holds its own deliveries meet the same way, with `"origin": "notification"`
+  (adapters/hold_events.py), for the scheduler; reading its own back changes nothing.
 
 A policy event older (by its `time`) than the one the copy holds changes nothing, so a re-read
 or reordered event cannot bring an old policy back.
@@ -26,6 +28,8 @@ UPDATED = "destination.updated"
 DELETED = "destination.deleted"
 HELD = "destination.held"
 TYPES = (UPDATED, DELETED, HELD)
+NOTIFICATION_ORIGIN = "notification"
+"""The envelope's `origin` on the holds notification publishes."""
 
 
 class InvalidDestinationEvent(ValueError):

@@ -21,8 +21,9 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from authclient import AuthSettings, TokenVerifier
-from eventbus import InProcessBus
-from eventbus.factory import make_consumer
+from eventbus import InProcessBus, Publisher
+from eventbus.factory import make_consumer, make_publisher
+from notification.adapters.hold_events import HoldEvents
 from notification.adapters.retention_store import SqlRetentionStore
 from notification.bootstrap import Container, bootstrap, utc_now
 from notification.config import NotificationSettings
@@ -70,6 +71,7 @@ class NotificationApp:
         events: EventFanOutWorker,
         requests: AlertRequestWorker,
         destinations: DestinationEventsWorker,
+        holds: Publisher,
         *,
         watchdog: Watchdog | None = None,
     ) -> None:
@@ -82,6 +84,8 @@ class NotificationApp:
         self.events = events
         self.requests = requests
         self.destinations = destinations
+        self.holds = holds
+        """Publishes the holds notification's deliveries meet, for the scheduler."""
         self.retention = retention_worker(
             SqlRetentionStore(container.engine),
             retention_policy(container.settings),
@@ -100,6 +104,7 @@ class NotificationApp:
         await self.events.consumer.start()
         await self.requests.consumer.start()
         await self.destinations.consumer.start()
+        await self.holds.start()
         self._started = True
         if not run_workers:
             return
@@ -139,6 +144,7 @@ class NotificationApp:
             await self.events.consumer.stop()
             await self.requests.consumer.stop()
             await self.destinations.consumer.stop()
+            await self.holds.stop()
             self._started = False
         await self.container.aclose()
 
@@ -197,6 +203,9 @@ def build_notification(
         batch_size=settings.consumer_batch_size,
         poll_seconds=settings.poll_interval_seconds,
     )
+    holds = make_publisher(kafka, bus, idempotent=False, client_id="notification-holds")
+    if container.dispatcher.flow is not None:
+        container.dispatcher.flow.announce = HoldEvents(holds, settings.destinations_topic)
     watchdog = Watchdog(step_timeout_seconds=settings.worker_step_timeout_seconds)
     return NotificationApp(
         container,
@@ -204,5 +213,6 @@ def build_notification(
         events,
         requests,
         destinations,
+        holds,
         watchdog=watchdog,
     )

@@ -43,7 +43,7 @@ from notification.domain.deliveries import (
     lost_attempt_outcome,
 )
 from notification.service_layer.flow_control import DeliveryFlowGate, key_of
-from notification.service_layer.flow_ports import DestinationStore
+from notification.service_layer.flow_ports import DestinationStore, HoldAnnouncer
 from notification.service_layer.ports import (
     ClaimedDelivery,
     Clock,
@@ -85,12 +85,15 @@ ENDPOINTS_DISABLED = Counter(
 DISABLED_REASON = "endpoint_failing"
 
 
-@dataclass(frozen=True)
+@dataclass
 class FlowControl:
-    """Flow control per destination (flow_control.py): the claim's gate and its state store."""
+    """Flow control per destination (flow_control.py): the claim's gate and its state store.
+    One instance, shared by the dispatcher and its leases; `announce` is set at wiring."""
 
     gate: DeliveryFlowGate
     store: DestinationStore
+    announce: HoldAnnouncer | None = None
+    """Tells the scheduler of the holds notification's deliveries met (None: nobody)."""
 
 
 class DeliveryClient(Protocol):
@@ -227,10 +230,18 @@ class DeliveryLeases:
                 for c in done
                 if c.flow is not None and c.flow_key is not None and c.delivery_id in written
             ]
-            if answers:
-                await gate.react(self.flow.store, answers, now)
+            held = await gate.react(self.flow.store, answers, now) if answers else {}
         except Exception:
             log.exception("flow control not updated after a completion write")
+            return
+        for key, until in sorted(held.items()):
+            if self.flow.announce is None:
+                break
+            try:
+                await self.flow.announce.held(key, until, now)
+            except Exception:
+                # The scheduler's own deliveries there will meet the destination's answer.
+                log.exception("a destination's hold not announced to the scheduler")
 
     async def _apply_health_rule(self, failing: dict[str, EndpointHealth], now: datetime) -> None:
         to_disable = [

@@ -207,8 +207,9 @@ class DeliveryFlowGate:
         store: DestinationStore,
         answers: Sequence[tuple[Key, FlowAnswer]],
         now: datetime,
-    ) -> None:
-        """Update the destinations' states from a batch's answers (module docstring)."""
+    ) -> dict[Key, datetime]:
+        """Update the destinations' states from a batch's answers (module docstring); the
+        holds they began or lengthened, by destination."""
         by_key: dict[Key, list[FlowAnswer]] = {}
         for key, answer in answers:
             by_key.setdefault(key, []).append(answer)
@@ -218,8 +219,9 @@ class DeliveryFlowGate:
             if signal is None or (signal is Signal.FINE and not self._recovery_due(key, now)):
                 continue
             signals[key] = (signal, group)
+        held: dict[Key, datetime] = {}
         if not signals:
-            return
+            return held
 
         def change(records: Mapping[Key, DestinationRecord]) -> dict[Key, FlowState]:
             states: dict[Key, FlowState] = {}
@@ -233,6 +235,7 @@ class DeliveryFlowGate:
                 if after != before:
                     states[key] = after
                 if after.held_until is not None and after.held_until != before.held_until:
+                    held[key] = after.held_until
                     log.info(
                         "destination %s of tenant %s held until %s",
                         key[1],
@@ -244,6 +247,7 @@ class DeliveryFlowGate:
             return states
 
         await store.update_states(sorted(signals), change, now)
+        return held
 
     def _recovery_due(self, key: Key, now: datetime) -> bool:
         last = self._adaptive.get(key)

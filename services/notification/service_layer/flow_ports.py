@@ -77,3 +77,11 @@ class DestinationStore(Protocol):
     async def apply_events(self, events: Sequence[DestinationEvent], now: datetime) -> int:
         """Apply the scheduler's flow-control events to the copy; returns how many changed it."""
         ...
+
+
+class HoldAnnouncer(Protocol):
+    """Tells the scheduler that a destination held notification's deliveries (a 429/503 with
+    Retry-After), so its runs to the same tenant and destination wait too
+    (adapters/hold_events.py: a `destination.held` event on `destination-events`)."""
+
+    async def held(self, key: Key, until: datetime, now: datetime) -> None: ...

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.domain.claiming import ClaimedRun, Verdict
+from scheduler.domain.destination_holds import DestinationHold
 from scheduler.domain.events import DESTINATION_HELD, DomainEvent, destination_event
 from scheduler.service_layer.flow_ports import Deferral, DestinationRecord, Key
 from scheduler.service_layer.run_ports import DeliverySpec
@@ -77,6 +78,7 @@ from servicekit.flow import (
     Signal,
     admit,
     answers_signal,
+    react,
     react_to_answers,
 )
 
@@ -340,3 +342,31 @@ def _held_event(key: Key, until: datetime, now: datetime) -> DomainEvent:
     tenant_id, destination = key
     data = {"destination": destination, "held_until": until.isoformat()}
     return destination_event(new_id("evt", at=now), DESTINATION_HELD, tenant_id, now, data)
+
+
+async def apply_hold(uow: UnitOfWork, hold: DestinationHold, now: datetime) -> bool:
+    """A hold notification's deliveries met (domain/destination_holds.py), in `uow`'s
+    transaction: the destination's state is held until then (never shortened, as `react`
+    keeps it) and its due runs move there, as a hold the scheduler met itself does. Not
+    published again: notification has it. Whether it changed anything."""
+    key = (hold.tenant_id, hold.destination)
+    wait = (hold.held_until - now).total_seconds()
+    if wait <= 0:
+        return False
+    records = await uow.destinations.lock_for_update([key])
+    rec = records.get(key)
+    before = NO_STATE if rec is None else rec.state
+    policy = DEFAULT_POLICY if rec is None or rec.policy is None else rec.policy
+    after = react(before, policy, Signal.HOLD, now, retry_after_seconds=wait)
+    if after.held_until == before.held_until or after.held_until is None:
+        return False
+    await uow.destinations.save_states({key: after}, now)
+    moved = await uow.destinations.hold_pending(key, after.held_until)
+    log.info(
+        "destination %s of tenant %s held until %s by notification's answer (%d due runs moved)",
+        hold.destination,
+        hold.tenant_id,
+        after.held_until.isoformat(),
+        moved,
+    )
+    return True

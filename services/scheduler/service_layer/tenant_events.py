@@ -6,6 +6,9 @@ domain/tenant.py). The consumer calls `apply_events` once per polled batch, in O
 - `tenant.suspended` / `tenant.reinstated` update `tenant_status` order-safely.
 - `entitlements.updated` replaces `tenant_entitlements`; when the new limits apply, every active
   schedule they no longer allow is paused (service_layer/quota.pause_over_limit).
+- `destination.held` from notification (`"origin": "notification"`) holds the destination for
+  the scheduler's runs too (service_layer/flow_control.apply_hold); the scheduler's own
+  destination events, which it publishes for notification, are skipped unrecorded.
 - An envelope of another type is recorded as processed and ignored; an event with invalid limits
   is recorded as processed, logged and ignored (one bad event must not stall the topic).
 """
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from scheduler.domain.destination_holds import is_foreign_hold, parse_hold
+from scheduler.domain.events import DESTINATION_DELETED, DESTINATION_HELD, DESTINATION_UPDATED
 from scheduler.domain.tenant import (
     DEFAULT_ENTITLEMENTS,
     ENTITLEMENTS_UPDATED,
@@ -31,10 +36,12 @@ from scheduler.domain.tenant import (
     parse_limits,
 )
 from scheduler.domain.tenant import apply_entitlements_event as _entitlements_after
+from scheduler.service_layer.flow_control import apply_hold
 from scheduler.service_layer.quota import pause_over_limit
 from scheduler.service_layer.unit_of_work import UnitOfWork
 
 log = logging.getLogger("scheduler.tenant_events")
+DESTINATION_TYPES = (DESTINATION_UPDATED, DESTINATION_DELETED, DESTINATION_HELD)
 
 P = TypeVar("P", SuspensionState, EntitlementsRecord)  # a projection row
 
@@ -137,6 +144,9 @@ async def apply_events(
     report = BatchReport()
     async with uow:
         for event in events:
+            if event.get("type") in DESTINATION_TYPES and not is_foreign_hold(event):
+                report.unchanged += 1  # the scheduler's own, for notification
+                continue
             event_id = str(event["id"])
             if not await uow.tenants.mark_processed(event_id, now):
                 report.duplicates += 1
@@ -149,6 +159,8 @@ async def apply_events(
                     paused = await apply_entitlements_event(uow, event, now, defaults)
                     changed = paused is not None
                     report.paused.extend(paused or [])
+                elif is_foreign_hold(event):
+                    changed = await apply_hold(uow, parse_hold(event), now)
                 else:
                     changed = False
             except (InvalidLimits, ValueError, KeyError) as exc:

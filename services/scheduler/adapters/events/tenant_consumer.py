@@ -1,4 +1,5 @@
-"""The tenant-state consumer: platform-events and billing-entitlements into the projections.
+"""The tenant-state consumer: platform-events and billing-entitlements into the projections,
+and from destination-events the holds notification's deliveries met.
 
 Each step is eventbus's `BatchConsumer`: poll a batch (at most `max_batch` records), decode,
 apply the whole batch in ONE transaction (service_layer.tenant_events.apply_events: deduplicated
@@ -22,6 +23,7 @@ from typing import Any
 
 from eventbus import BatchConsumer, Consumer, decode
 from scheduler.adapters.db.tenant_store import TenantProjectionCache
+from scheduler.domain.events import DESTINATION_EVENTS_TOPIC
 from scheduler.domain.tenant import (
     BILLING_ENTITLEMENTS_TOPIC,
     PLATFORM_EVENTS_TOPIC,
@@ -34,7 +36,8 @@ from servicekit.runtime.worker import WorkerLoop
 
 log = logging.getLogger("scheduler.tenant_consumer")
 
-TOPICS = (PLATFORM_EVENTS_TOPIC, BILLING_ENTITLEMENTS_TOPIC)
+# destination-events: the holds notification's deliveries met (apply_events).
+TOPICS = (PLATFORM_EVENTS_TOPIC, BILLING_ENTITLEMENTS_TOPIC, DESTINATION_EVENTS_TOPIC)
 GROUP_ID = "scheduler-tenant-state"
 MAX_BATCH = 200  # records per transaction: bounds lock time when a downgrade pauses schedules
 
