@@ -17,15 +17,19 @@ everywhere.
     one second so a burst does not look like an infinite rate). A 429 with Retry-After halves
     it too (a 429 is a rate signal either way; the hold is the destination's explicit ask on
     top); a 503 with Retry-After only holds (an outage is not a rate). Fine answers (2xx) make
-    it grow back additively, in two steps: fast (`REGAIN_PER_SECOND` of `cut_from`, the rate
-    the destination pushed back at) up to `REGAIN_TO` of `cut_from`, just under it, then
-    slowly by `RECOVERY_PER_SECOND` (or `RECOVERY_FRACTION` of the policy's rate, if more),
-    probing for more, for each second since the last change; up to the policy's rate (then the
-    adaptive rate is dropped). Without the fast step the rate would climb from half to the
-    destination's limit at 1/s and average 3/4 of it (measured: 600 runs at 20/s drained in
-    1.33-1.39 x the ideal). Without a policy rate the adaptive rate expires
-    `ADAPTIVE_TTL_SECONDS` after the last 429. One cut per `CUT_GUARD_SECONDS`: the 429s of
-    requests sent before a cut do not cut again.
+    it grow back additively, for each second since the last change: slowly, by
+    `RECOVERY_PER_SECOND` (or `RECOVERY_FRACTION` of the policy's rate, if more), probing for
+    more; and once a 429 came while probing, the rate it came at is `cut_from` (the
+    destination's limit, as far as we know) and the climb back starts fast
+    (`REGAIN_PER_SECOND` of `cut_from`) up to `REGAIN_TO` of it (under it, by more than the
+    overshoot a destination's own burst allowance hides before its first 429). A first cut,
+    or one during the fast step, sets no `cut_from`: it says only "less". Up to the policy's
+    rate (then the adaptive rate is dropped). Without the fast step the rate climbed from half
+    the limit at 1/s and averaged 3/4 of it (600 runs to a destination allowing 20/s drained
+    in 1.2-1.4 x the ideal). Without a policy rate the adaptive rate expires
+    `ADAPTIVE_TTL_SECONDS` after the last 429. One cut per `CUT_GUARD_SECONDS`, counted
+    from when the cut took effect (`cut_at`: after the tokens reserved at the old rate are
+    spent): the 429s of requests sent or paced before a cut do not cut again.
   - `tokens`/`tokens_at`: the token bucket of the effective rate (the lower of the policy's
     and the adaptive one), refilled by time, at most `BURST_SECONDS` worth (at least 1); a
     deferred run may reserve its token ahead (the bucket in debt, `MAX_RESERVE_SECONDS` at
@@ -74,7 +78,7 @@ RECOVERY_PER_SECOND = 1.0
 """Additive increase: requests/s gained for each second of fine answers (at least)."""
 RECOVERY_FRACTION = 0.1
 """With a tenant's rate, the increase is at least this fraction of it per second."""
-REGAIN_TO = 0.9
+REGAIN_TO = 0.8
 """The fast step climbs back to this fraction of the rate the last cut was made at."""
 REGAIN_PER_SECOND = 0.5
 """The fast step: this fraction of the rate the last cut was made at, per second."""
@@ -176,9 +180,13 @@ class FlowState:
     rate_at: datetime | None = None
     """When current_rate last changed (additive increase counts from here)."""
     cut_at: datetime | None = None
-    """The last 429: the adaptive rate expires ADAPTIVE_TTL_SECONDS after it."""
+    """When the last cut took effect: the 429's instant, or, when the bucket owed tokens
+    reserved at the old rate, when those are spent (the requests sent until then were paced
+    by the old rate: their 429s do not cut again). The adaptive rate expires
+    ADAPTIVE_TTL_SECONDS after it."""
     cut_from: float | None = None
-    """The rate the last cut halved: the fast step climbs back to REGAIN_TO of it."""
+    """The rate the last cut halved when it was a probed rate (`_probed`): the fast step
+    climbs back to REGAIN_TO of it. None: the climb is slow all the way."""
     tokens: float | None = None
     tokens_at: datetime | None = None
 
@@ -259,7 +267,9 @@ def react(
         if policy.per_second is not None:
             start = min(start, policy.per_second)
         rate = max(start / 2, MIN_RATE)
-        cut = replace(state, current_rate=rate, rate_at=now, cut_at=now, cut_from=start)
+        cut_at = now + timedelta(seconds=_debt_seconds(state, policy, now))
+        cut_from = start if _probed(state) else None
+        cut = replace(state, current_rate=rate, rate_at=now, cut_at=cut_at, cut_from=cut_from)
         return replace(cut, tokens=_cut_tokens(state, cut, policy))
     if signal is Signal.FINE and state.current_rate is not None and state.rate_at is not None:
         grown = _grown(state.current_rate, state.cut_from, policy, now - state.rate_at)
@@ -267,6 +277,27 @@ def react(
             return replace(state, current_rate=None, rate_at=None, cut_at=None, cut_from=None)
         return replace(state, current_rate=min(grown, MAX_RATE), rate_at=now)
     return state
+
+
+def _probed(state: FlowState) -> bool:
+    """Whether the adaptive rate had grown back to where it probes (past the fast step)
+    since its last cut: a rate the destination accepted until now, so a 429 there says
+    where its limit is. A first cut (from a policy's or an observed rate) and a cut during
+    the fast step say only "less"."""
+    rate, grown_at, cut_at = state.current_rate, state.rate_at, state.cut_at
+    if rate is None or grown_at is None or cut_at is None or grown_at <= cut_at:
+        return False
+    return state.cut_from is None or rate >= state.cut_from * REGAIN_TO * (1 - 1e-9)
+
+
+def _debt_seconds(state: FlowState, policy: DestinationPolicy, now: datetime) -> float:
+    """How long the tokens the bucket owes (reserved for deferred runs) still pace requests
+    at the current rate, from `now` (at most MAX_RESERVE_SECONDS)."""
+    rate = effective_rate(policy, state)
+    if state.tokens is None or state.tokens >= 0 or not rate or state.tokens_at is None:
+        return 0.0
+    owed = -state.tokens / rate - (now - state.tokens_at).total_seconds()
+    return min(max(owed, 0.0), MAX_RESERVE_SECONDS)
 
 
 def _cut_tokens(before: FlowState, after: FlowState, policy: DestinationPolicy) -> float | None:

@@ -133,12 +133,9 @@ def test_fine_answers_recover_additively_and_state_expires() -> None:
     policy = DestinationPolicy(10, 20)
     s = react(NO_STATE, policy, Signal.SLOW_DOWN, T0)
     assert s.current_rate == 10
-    assert s.cut_from == 20
-    s = react(s, policy, Signal.FINE, at(0.5))
-    assert s.current_rate == pytest.approx(15)  # fast: +half the cut-from rate per second
-    s = react(s, policy, Signal.FINE, at(1))
-    # fast up to 90% of 20 (0.3 s), then +10% of the tenant's 20/s per second (0.2 s)
-    assert s.current_rate == pytest.approx(18.4)
+    assert s.cut_from is None  # a first cut: no limit known, the climb is slow
+    s = react(s, policy, Signal.FINE, at(3))
+    assert s.current_rate == pytest.approx(16)  # +10% of the tenant's 20/s per second
     s = react(s, policy, Signal.FINE, at(20))  # reached the policy's rate: adaptive dropped
     assert s.current_rate is None
     assert s.empty
@@ -150,27 +147,28 @@ def test_fine_answers_recover_additively_and_state_expires() -> None:
     assert effective_rate(policy, FlowState(current_rate=50)) == 20
 
 
-def test_the_rate_grows_back_fast_to_just_under_the_cut_then_probes() -> None:
+def test_after_a_429_while_probing_the_rate_climbs_back_fast_then_probes() -> None:
     free = DestinationPolicy()
     s = react(NO_STATE, free, Signal.SLOW_DOWN, T0, observed=40)
-    assert (s.current_rate, s.cut_from) == (20, 40)
-    s = react(s, free, Signal.FINE, at(1))
-    assert s.current_rate == pytest.approx(36.2)  # 0.8 s at 20/s to 36, then 0.2 s at 1/s
-    s = react(s, free, Signal.FINE, at(3))
-    assert s.current_rate == pytest.approx(38.2)  # probing at 1/s
-    # A cut during the climb halves the rate it had reached, and that is the new ceiling.
-    s = react(s, free, Signal.SLOW_DOWN, at(4))
-    assert (s.current_rate, s.cut_from) == (pytest.approx(19.1), pytest.approx(38.2))
-    s = react(s, free, Signal.SLOW_DOWN, at(4.5))  # within the cut guard: unchanged
-    assert s.current_rate == pytest.approx(19.1)
-    s = react(s, free, Signal.FINE, at(4.6))
-    s = react(s, free, Signal.SLOW_DOWN, at(5.2))
-    assert s.cut_from == pytest.approx(s.current_rate * 2)
-    assert s.cut_from < 38.2
+    assert (s.current_rate, s.cut_from) == (20, None)  # an observed burst is no limit
+    s = react(s, free, Signal.FINE, at(5))
+    assert s.current_rate == pytest.approx(25)  # probing at 1/s
+    s = react(s, free, Signal.SLOW_DOWN, at(6))  # a 429 while probing: the limit is 25
+    assert (s.current_rate, s.cut_from) == (pytest.approx(12.5), pytest.approx(25))
+    assert react(s, free, Signal.SLOW_DOWN, at(6.5)) == s  # within the cut guard
+    climbing = react(s, free, Signal.FINE, at(6.5))
+    assert climbing.current_rate == pytest.approx(18.75)  # fast: half of 25 per second
+    s = react(climbing, free, Signal.FINE, at(7.5))
+    # fast up to 80% of 25 (0.1 s), then 1/s (0.9 s)
+    assert s.current_rate == pytest.approx(20.9)
+    # A cut during the fast climb says only "less": the climb after it is slow.
+    again = react(climbing, free, Signal.SLOW_DOWN, at(7.2))
+    assert (again.current_rate, again.cut_from) == (pytest.approx(9.375), None)
+    assert react(again, free, Signal.FINE, at(9.2)).current_rate == pytest.approx(11.375)
     # A state written before cut_from existed grows back slowly, as it did.
     old = FlowState(current_rate=10, rate_at=T0, cut_at=T0)
     assert react(old, free, Signal.FINE, at(2)).current_rate == pytest.approx(12)
-    expired = s.live(at(5.2 + ADAPTIVE_TTL_SECONDS + 1))
+    expired = s.live(at(6 + ADAPTIVE_TTL_SECONDS + 1))
     assert (expired.current_rate, expired.cut_from) == (None, None)
 
 
@@ -313,5 +311,10 @@ def test_a_cut_keeps_the_instant_the_reserved_tokens_are_paid_off() -> None:
     assert cut.tokens == pytest.approx(-24)  # paid off 2 s after tokens_at, as before the cut
     assert admit(free, cut, at(6.9), in_flight=0, wanted=1).granted == 0
     assert admit(free, cut, at(7.1), in_flight=0, wanted=1).granted == 1
+    # The requests paced by the old rate until then do not cut again: the cut took effect
+    # when the reserved tokens are spent, and the guard counts from there.
+    assert cut.cut_at == at(7)
+    assert react(cut, free, Signal.SLOW_DOWN, at(7.9)) == cut
+    assert react(cut, free, Signal.SLOW_DOWN, at(8.1)).current_rate == 6
     full = react(replace(s, tokens=20), free, Signal.SLOW_DOWN, at(5))
     assert full.tokens == 12  # a burst of the new rate at most
