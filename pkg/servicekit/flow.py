@@ -10,7 +10,8 @@ everywhere.
   no rate; the services' settings may change the default).
 - A `FlowState` is what the destination told us, with its expiry:
   - `held_until`: a 429 or 503 with `Retry-After` holds the whole destination until then (at
-    most `MAX_HOLD_SECONDS`). A later, shorter Retry-After never shortens a hold.
+    most `MAX_HOLD_SECONDS`). A later, shorter Retry-After never shortens a hold. The token
+    bucket starts empty at its end, so the runs it held go out at the rate, not at once.
   - `current_rate` (AIMD): a 429 halves it. Its starting point is the policy's `per_second`,
     else the current rate, else the rate observed in the answers that carried the 429
     (`observed_rate`: answers per second over the span of their attempts, bounded below by
@@ -27,9 +28,10 @@ everywhere.
     rate (then the adaptive rate is dropped). Without the fast step the rate climbed from half
     the limit at 1/s and averaged 3/4 of it (600 runs to a destination allowing 20/s drained
     in 1.2-1.4 x the ideal). Without a policy rate the adaptive rate expires
-    `ADAPTIVE_TTL_SECONDS` after the last 429. One cut per `CUT_GUARD_SECONDS`, counted
-    from when the cut took effect (`cut_at`: after the tokens reserved at the old rate are
-    spent): the 429s of requests sent or paced before a cut do not cut again.
+    `ADAPTIVE_TTL_SECONDS` after the last 429. One cut per `CUT_GUARD_SECONDS`: the 429s of
+    requests sent before a cut do not cut again. A cut voids the tokens reserved at the old
+    rate (the bucket's debt: it restarts empty), so the runs they were for are paced at the
+    new rate instead of going out at the old one for up to `MAX_RESERVE_SECONDS`.
   - `tokens`/`tokens_at`: the token bucket of the effective rate (the lower of the policy's
     and the adaptive one), refilled by time, at most `BURST_SECONDS` worth (at least 1); a
     deferred run may reserve its token ahead (the bucket in debt, `MAX_RESERVE_SECONDS` at
@@ -180,10 +182,7 @@ class FlowState:
     rate_at: datetime | None = None
     """When current_rate last changed (additive increase counts from here)."""
     cut_at: datetime | None = None
-    """When the last cut took effect: the 429's instant, or, when the bucket owed tokens
-    reserved at the old rate, when those are spent (the requests sent until then were paced
-    by the old rate: their 429s do not cut again). The adaptive rate expires
-    ADAPTIVE_TTL_SECONDS after it."""
+    """The last cut (a 429): the adaptive rate expires ADAPTIVE_TTL_SECONDS after it."""
     cut_from: float | None = None
     """The rate the last cut halved when it was a probed rate (`_probed`): the fast step
     climbs back to REGAIN_TO of it. None: the climb is slow all the way."""
@@ -259,7 +258,9 @@ def react(
         wait = min(max(retry_after_seconds or 0.0, 0.0), MAX_HOLD_SECONDS)
         until = now + timedelta(seconds=wait)
         if state.held_until is None or until > state.held_until:
-            state = replace(state, held_until=until)
+            # The bucket starts empty at the hold's end: what waited goes out at the rate,
+            # not in one burst (tokens reserved before the hold are void).
+            state = replace(state, held_until=until, tokens=0.0, tokens_at=until)
     if signal in (Signal.SLOW_DOWN, Signal.SLOW_DOWN_AND_HOLD):
         if state.cut_at is not None and (now - state.cut_at).total_seconds() < CUT_GUARD_SECONDS:
             return state  # the 429s of requests sent before the last cut: one cut per second
@@ -267,10 +268,12 @@ def react(
         if policy.per_second is not None:
             start = min(start, policy.per_second)
         rate = max(start / 2, MIN_RATE)
-        cut_at = now + timedelta(seconds=_debt_seconds(state, policy, now))
         cut_from = start if _probed(state) else None
-        cut = replace(state, current_rate=rate, rate_at=now, cut_at=cut_at, cut_from=cut_from)
-        return replace(cut, tokens=_cut_tokens(state, cut, policy))
+        state = replace(state, current_rate=rate, rate_at=now, cut_at=now, cut_from=cut_from)
+        if state.tokens is not None and state.tokens < 0:  # reservations void: restart empty
+            return replace(state, tokens=0.0, tokens_at=now)
+        tokens = None if state.tokens is None else min(state.tokens, _burst(rate))
+        return replace(state, tokens=tokens)
     if signal is Signal.FINE and state.current_rate is not None and state.rate_at is not None:
         grown = _grown(state.current_rate, state.cut_from, policy, now - state.rate_at)
         if policy.per_second is not None and grown >= policy.per_second:
@@ -288,29 +291,6 @@ def _probed(state: FlowState) -> bool:
     if rate is None or grown_at is None or cut_at is None or grown_at <= cut_at:
         return False
     return state.cut_from is None or rate >= state.cut_from * REGAIN_TO * (1 - 1e-9)
-
-
-def _debt_seconds(state: FlowState, policy: DestinationPolicy, now: datetime) -> float:
-    """How long the tokens the bucket owes (reserved for deferred runs) still pace requests
-    at the current rate, from `now` (at most MAX_RESERVE_SECONDS)."""
-    rate = effective_rate(policy, state)
-    if state.tokens is None or state.tokens >= 0 or not rate or state.tokens_at is None:
-        return 0.0
-    owed = -state.tokens / rate - (now - state.tokens_at).total_seconds()
-    return min(max(owed, 0.0), MAX_RESERVE_SECONDS)
-
-
-def _cut_tokens(before: FlowState, after: FlowState, policy: DestinationPolicy) -> float | None:
-    """The bucket after a cut: at most a burst of the new rate; a debt (tokens reserved for
-    deferred runs, at the old rate) is paid off at the same instant as before, so the runs
-    claimed meanwhile wait as long as the reservations last, not twice as long."""
-    tokens = before.tokens
-    if tokens is None:
-        return None
-    old, new = effective_rate(policy, before), effective_rate(policy, after)
-    if tokens < 0 and old and new:
-        return tokens * new / old
-    return min(tokens, _burst(new or MIN_RATE))
 
 
 def _grown(rate: float, cut_from: float | None, policy: DestinationPolicy, dt: timedelta) -> float:

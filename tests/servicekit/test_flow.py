@@ -302,19 +302,20 @@ def test_one_cut_per_second_and_deferrals_come_back_within_bounds() -> None:
     assert all(t <= at(11) for t in a.due_again[1:])
 
 
-def test_a_cut_keeps_the_instant_the_reserved_tokens_are_paid_off() -> None:
+def test_a_cut_or_a_hold_voids_the_reserved_tokens() -> None:
     free = DestinationPolicy()
     # 24/s with 2 s of tokens reserved ahead: the bucket owes 48.
     s = FlowState(current_rate=24, rate_at=T0, cut_at=T0, cut_from=48, tokens=-48, tokens_at=at(5))
     cut = react(s, free, Signal.SLOW_DOWN, at(5))
     assert cut.current_rate == 12
-    assert cut.tokens == pytest.approx(-24)  # paid off 2 s after tokens_at, as before the cut
-    assert admit(free, cut, at(6.9), in_flight=0, wanted=1).granted == 0
-    assert admit(free, cut, at(7.1), in_flight=0, wanted=1).granted == 1
-    # The requests paced by the old rate until then do not cut again: the cut took effect
-    # when the reserved tokens are spent, and the guard counts from there.
-    assert cut.cut_at == at(7)
-    assert react(cut, free, Signal.SLOW_DOWN, at(7.9)) == cut
-    assert react(cut, free, Signal.SLOW_DOWN, at(8.1)).current_rate == 6
+    assert (cut.tokens, cut.tokens_at) == (0, at(5))  # restarts empty at the new rate
+    assert admit(free, cut, at(5.05), in_flight=0, wanted=1).granted == 0
+    assert admit(free, cut, at(5.1), in_flight=0, wanted=1).granted == 1
     full = react(replace(s, tokens=20), free, Signal.SLOW_DOWN, at(5))
     assert full.tokens == 12  # a burst of the new rate at most
+    # A hold: the bucket starts empty at its end, so what it held is paced, not a burst.
+    held = react(s, free, Signal.HOLD, at(5), retry_after_seconds=10)
+    assert (held.tokens, held.tokens_at) == (0, at(15))
+    assert admit(free, held, at(15), in_flight=0, wanted=30).granted == 0
+    a = admit(free, held, at(16), in_flight=0, wanted=30)
+    assert a.granted == 10  # 1 s of the 24/s bucket, capped by the 10 in flight

@@ -29,7 +29,9 @@ Design (chosen over a filter in the claim's SQL, see below):
   remembers it and lets it start then with no second token (`prepaid`), so later claims
   queue behind it instead of colliding at the same instants (measured: 14,000 -> ~4,500
   deferrals for 600 runs at 20/s). A run another worker claims takes a token of its own: a
-  token is wasted, the rate never exceeded. A hold gives the prepaid runs' tokens back.
+  token is wasted, the rate never exceeded. A hold gives the prepaid runs' tokens back; a cut
+  or a hold restarts the bucket empty (at the hold's end), and this worker's reservations there
+  are void: the runs they were for are paced at the new rate, not sent at the old one.
 - Answers come back through `FlowGate.react` after each settle (its own transaction, after the
   settle's commit: the settle is unchanged): the worst signal per destination in the batch
   (servicekit.flow.worst) updates its state. Fine answers write only for destinations whose
@@ -295,6 +297,7 @@ class FlowGate:
         if not signals:
             return
         held: dict[Key, datetime] = {}
+        void: set[Key] = set()
         async with uows() as uow:
             records = await uow.destinations.lock_for_update(sorted(signals))
             states: dict[Key, FlowState] = {}
@@ -309,10 +312,14 @@ class FlowGate:
                     states[key] = after
                 if after.held_until is not None and after.held_until != before.held_until:
                     held[key] = after.held_until
+                if after.cut_at != before.cut_at or key in held:
+                    void.add(key)
                 if after.current_rate is not None:
                     self._adaptive[key] = now
             await uow.destinations.save_states(states, now)
             await uow.commit()
+        if void:  # a cut or a hold restarted the bucket: the tokens reserved here are void
+            self._reserved = {r: v for r, v in self._reserved.items() if v[0] not in void}
         for key, until in sorted(held.items()):
             async with uows() as uow:
                 moved = await uow.destinations.hold_pending(key, until)
