@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -138,7 +138,8 @@ async def _log_statements(c: Any, database: str) -> None:
 
 def _py_spy(pid: int) -> subprocess.Popen[bytes] | None:
     """BENCH_PYSPY=path/to/py-spy BENCH_PYSPY_OUT=file.svg: a flame graph of our worker's
-    round (a sampling profiler in another process: the worker's figures barely move)."""
+    burst, from the due instant to the last run settled (a sampling profiler in another
+    process; it slows our side by a few percent)."""
     binary, out = os.environ.get("BENCH_PYSPY"), os.environ.get("BENCH_PYSPY_OUT")
     if not binary or not out:
         return None
@@ -173,6 +174,7 @@ async def _measure(
     due: datetime,
     n: int,
     ready_sql: str | None = None,
+    at_due: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     any_open, count_open = open_sql
     async with aiohttp.ClientSession() as http:
@@ -184,6 +186,8 @@ async def _measure(
             await asyncio.sleep(max((due - utc_now()).total_seconds(), 0.0))
             cpu_due = process_cpu_seconds(proc.pid) or 0.0
             pg_due = pg.so_far()
+            if at_due is not None:
+                at_due()
             deadline = time.monotonic() + DEADLINE_SECONDS
             # Ours: the burst's runs exist once the planner has planned them (before the due
             # instant, unless planning is late; then the lag shows it).
@@ -239,7 +243,6 @@ async def _ours(base: str, urls: list[str], bootstrap: str, n: int) -> dict[str,
         try:
             async with aiohttp.ClientSession() as http:
                 await _wait_ready(http, f"http://127.0.0.1:{port}/readyz", proc)
-            spy = _py_spy(proc.pid)
             due = _next_minute(utc_now() + timedelta(seconds=BURST_LEAD_SECONDS))
             # One occurrence in the measured window: the due instant's minute of the year.
             cron = f"{due.minute} {due.hour} {due.day} {due.month} *"
@@ -252,9 +255,18 @@ async def _ours(base: str, urls: list[str], bootstrap: str, n: int) -> dict[str,
 
             arrivals = urls[0].rsplit("/", 1)[0] + "/_arrivals"
             planned = f"SELECT count(*) = {n} FROM runs"
+
+            def profile() -> None:  # the burst only: from the due instant to the last run
+                nonlocal spy
+                spy = _py_spy(proc.pid)
+
             got = await _measure(
-                proc, dsn, str(u.database), fill, OPEN_RUNS, arrivals, due, n, planned
+                proc, dsn, str(u.database), fill, OPEN_RUNS, arrivals, due, n, planned, profile
             )
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+                spy = None
             async with c.engine.connect() as conn:
                 planned = (
                     await conn.execute(
