@@ -11,7 +11,7 @@ everywhere.
 - A `FlowState` is what the destination told us, with its expiry:
   - `held_until`: a 429 or 503 with `Retry-After` holds the whole destination until then (at
     most `MAX_HOLD_SECONDS`). A later, shorter Retry-After never shortens a hold. The token
-    bucket starts empty at its end, so the runs it held go out at the rate, not at once.
+    bucket restarts at its end with one token: the runs it held go out at the rate, not at once.
   - `current_rate` (AIMD): a 429 halves it. Its starting point is the policy's `per_second`,
     else the current rate, else the rate observed in the answers that carried the 429
     (`observed_rate`: answers per second over the span of their attempts, bounded below by
@@ -258,9 +258,9 @@ def react(
         wait = min(max(retry_after_seconds or 0.0, 0.0), MAX_HOLD_SECONDS)
         until = now + timedelta(seconds=wait)
         if state.held_until is None or until > state.held_until:
-            # The bucket starts empty at the hold's end: what waited goes out at the rate,
-            # not in one burst (tokens reserved before the hold are void).
-            state = replace(state, held_until=until, tokens=0.0, tokens_at=until)
+            # The bucket holds one token at the hold's end: the first run goes then, the rest
+            # at the rate, not in one burst (tokens reserved before the hold are void).
+            state = replace(state, held_until=until, tokens=1.0, tokens_at=until)
     if signal in (Signal.SLOW_DOWN, Signal.SLOW_DOWN_AND_HOLD):
         if state.cut_at is not None and (now - state.cut_at).total_seconds() < CUT_GUARD_SECONDS:
             return state  # the 429s of requests sent before the last cut: one cut per second

@@ -313,9 +313,10 @@ def test_a_cut_or_a_hold_voids_the_reserved_tokens() -> None:
     assert admit(free, cut, at(5.1), in_flight=0, wanted=1).granted == 1
     full = react(replace(s, tokens=20), free, Signal.SLOW_DOWN, at(5))
     assert full.tokens == 12  # a burst of the new rate at most
-    # A hold: the bucket starts empty at its end, so what it held is paced, not a burst.
+    # A hold: the bucket restarts at its end with one token, so what it held is paced.
     held = react(s, free, Signal.HOLD, at(5), retry_after_seconds=10)
-    assert (held.tokens, held.tokens_at) == (0, at(15))
-    assert admit(free, held, at(15), in_flight=0, wanted=30).granted == 0
+    assert (held.tokens, held.tokens_at) == (1, at(15))
+    assert admit(free, held, at(14.9), in_flight=0, wanted=30).granted == 0  # held
+    assert admit(free, held, at(15), in_flight=0, wanted=30).granted == 1
     a = admit(free, held, at(16), in_flight=0, wanted=30)
     assert a.granted == 10  # 1 s of the 24/s bucket, capped by the 10 in flight

@@ -324,6 +324,9 @@ class Run:
     completion_output: Any = None
     too_fast: bool = False
     """It completed sooner than the schedule's min_duration_seconds (it still succeeded)."""
+    held_seconds: float = 0.0
+    """How long flow control kept it back after its first attempt (holds, a destination's
+    rate or in-flight limit): not counted toward max_retry_duration_seconds."""
     events: list[DomainEvent] = field(default_factory=list)
     new_attempts: list[Attempt] = field(default_factory=list)
     attempt_updates: list[AttemptCompletion] = field(default_factory=list)

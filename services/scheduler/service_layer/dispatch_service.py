@@ -114,9 +114,10 @@ def retry_delay(
     if outcome.ok or not outcome.retryable:
         return None
     first = run.started_at or now
+    # The time flow control kept it back is not the retries' (DESIGN §7b: a held run).
     return backoff_of(spec).next_delay(
         run.attempt_count + 1,
-        max((now - first).total_seconds(), 0.0),
+        max((now - first).total_seconds() - run.held_seconds, 0.0),
         retry_after=outcome.retry_after_seconds,
         rng=rng,
     )

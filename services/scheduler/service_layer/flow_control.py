@@ -30,8 +30,8 @@ Design (chosen over a filter in the claim's SQL, see below):
   queue behind it instead of colliding at the same instants (measured: 14,000 -> ~4,500
   deferrals for 600 runs at 20/s). A run another worker claims takes a token of its own: a
   token is wasted, the rate never exceeded. A hold gives the prepaid runs' tokens back; a cut
-  or a hold restarts the bucket empty (at the hold's end), and this worker's reservations there
-  are void: the runs they were for are paced at the new rate, not sent at the old one.
+  or a hold restarts the bucket (empty; at a hold's end with one token), and this worker's
+  reservations there are void: their runs are paced at the new rate, not sent at the old one.
 - Answers come back through `FlowGate.react` after each settle (its own transaction, after the
   settle's commit: the settle is unchanged): the worst signal per destination in the batch
   (servicekit.flow.worst) updates its state. Fine answers write only for destinations whose
@@ -230,7 +230,7 @@ class FlowGate:
             # a slot's end) waits for it; those whose instant has come go first (prepaid).
             early = [c for c in group if self._reserved.get(c.run.id, (key, now))[1] > now]
             for c in early:
-                deferrals.append(Deferral(c.run.id, owner, self._reserved[c.run.id][1]))
+                deferrals.append(_deferral(c, owner, self._reserved[c.run.id][1], now))
                 deferred.add(c.run.id)
             group = [c for c in group if c.run.id not in deferred]
             group.sort(key=lambda c: c.run.id not in self._reserved)
@@ -249,7 +249,7 @@ class FlowGate:
             later = zip(group[a.granted :], a.due_again, a.for_slot, a.reserved, strict=True)
             for c, due, for_slot, reserved in later:
                 deferred.add(c.run.id)
-                deferrals.append(Deferral(c.run.id, owner, due))
+                deferrals.append(_deferral(c, owner, due, now))
                 if reserved is None:
                     self._reserved.pop(c.run.id, None)
                 elif c.run.id not in self._reserved:  # a prepaid one keeps its instant
@@ -322,7 +322,7 @@ class FlowGate:
             self._reserved = {r: v for r, v in self._reserved.items() if v[0] not in void}
         for key, until in sorted(held.items()):
             async with uows() as uow:
-                moved = await uow.destinations.hold_pending(key, until)
+                moved = await uow.destinations.hold_pending(key, until, now)
                 # Notification's deliveries to the destination are held too.
                 uow.add_event(_held_event(key, until, now))
                 await uow.commit()
@@ -339,6 +339,10 @@ class FlowGate:
         if last is None:
             return False
         return (now - last).total_seconds() >= RECOVERY_WRITE_SECONDS
+
+
+def _deferral(c: Claimed, owner: str, due: datetime, now: datetime) -> Deferral:
+    return Deferral(c.run.id, owner, due, max((due - now).total_seconds(), 0.0))
 
 
 def _flow_answers(group: Sequence[Answer]) -> list[FlowAnswer]:
@@ -368,7 +372,7 @@ async def apply_hold(uow: UnitOfWork, hold: DestinationHold, now: datetime) -> b
     if after.held_until == before.held_until or after.held_until is None:
         return False
     await uow.destinations.save_states({key: after}, now)
-    moved = await uow.destinations.hold_pending(key, after.held_until)
+    moved = await uow.destinations.hold_pending(key, after.held_until, now)
     log.info(
         "destination %s of tenant %s held until %s by notification's answer (%d due runs moved)",
         hold.destination,

@@ -31,6 +31,9 @@ class Deferral:
     run_id: str
     owner: str
     due_at: datetime
+    held_seconds: float = 0.0
+    """How long it is kept back (from the claim to `due_at`): added to an attempted run's
+    `held_seconds`, which max_retry_duration_seconds does not count."""
 
 
 class DestinationRepository(Protocol):
@@ -85,7 +88,7 @@ class DestinationRepository(Protocol):
         retrying, leased to nobody, due later than `when`)."""
         ...
 
-    async def hold_pending(self, key: Key, until: datetime) -> int:
+    async def hold_pending(self, key: Key, until: datetime, now: datetime) -> int:
         """Make the destination's due runs due at `until` at the earliest (SKIP LOCKED: a run a
         claim holds meets the hold in that claim)."""
         ...

@@ -260,7 +260,8 @@ class SqlDestinationRepository:
         if not deferrals:
             return 0
         # A first attempt that never went out has not started: max_retry_duration_seconds
-        # counts from an attempt's start, never from a deferral.
+        # counts from an attempt's start, never from a deferral; a run attempted before counts
+        # the time it is kept back now as held, which that duration leaves out.
         stmt = (
             sa.update(runs)
             .where(runs.c.id == sa.bindparam("b_id"))
@@ -272,10 +273,11 @@ class SqlDestinationRepository:
                 lease_expires_at=None,
                 next_attempt_at=sa.bindparam("b_due", type_=UTCDateTime()),
                 started_at=sa.case((runs.c.attempt_count == 0, None), else_=runs.c.started_at),
+                held_seconds=_held_plus(sa.bindparam("b_held", type_=sa.Float())),
             )
         )
         params = [
-            {"b_id": d.run_id, "b_owner": d.owner, "b_due": d.due_at}
+            {"b_id": d.run_id, "b_owner": d.owner, "b_due": d.due_at, "b_held": d.held_seconds}
             for d in sorted(deferrals, key=lambda d: d.run_id)  # id order, as every run write
         ]
         await self.conn.execute(stmt, params)
@@ -302,7 +304,7 @@ class SqlDestinationRepository:
         await self.conn.execute(stmt, params)
         return len(params)
 
-    async def hold_pending(self, key: Key, until: datetime) -> int:
+    async def hold_pending(self, key: Key, until: datetime, now: datetime) -> int:
         tenant_id, destination = key
         of_destination = (
             sa.select(schedules.c.id)
@@ -310,22 +312,48 @@ class SqlDestinationRepository:
             .where(schedules.c.destination == destination)
         )
         chosen = (
-            sa.select(runs.c.id)
+            sa.select(runs.c.id, runs.c.next_attempt_at)
             .where(runs.c.tenant_id == tenant_id)
             .where(sa.text(LIVE_DUE_SQL))
             .where(runs.c.next_attempt_at < until)
             .where(runs.c.schedule_id.in_(of_destination))
+            .order_by(runs.c.id)  # id order, as every run write
             .limit(HOLD_BATCH)
             .with_for_update(skip_locked=True)
         )
-        at = sa.literal(until, UTCDateTime())
+        rows = (await self.conn.execute(chosen)).all()
+        if not rows:
+            return 0
+        at = sa.bindparam("b_until", type_=UTCDateTime())
         stmt = (
             sa.update(runs)
-            .where(runs.c.id.in_(chosen.scalar_subquery()))
+            .where(runs.c.id == sa.bindparam("b_id"))
             .where(runs.c.next_attempt_at < at)
-            .values(next_attempt_at=at)
+            .values(
+                next_attempt_at=at,
+                held_seconds=_held_plus(sa.bindparam("b_held", type_=sa.Float())),
+            )
         )
-        return rowcount(await self.conn.execute(stmt))
+        # Held from when it was due (or now, if it was due before): until the hold's end.
+        params = [
+            {
+                "b_id": r.id,
+                "b_until": until,
+                "b_held": max((until - max(r.next_attempt_at, now)).total_seconds(), 0.0),
+            }
+            for r in rows
+        ]
+        await self.conn.execute(stmt, params)
+        return len(params)
+
+
+def _held_plus(seconds: Any) -> Any:
+    """An attempted run's `held_seconds` plus `seconds` (a first attempt's stays null: its
+    duration counts from its start, which a deferral leaves unset)."""
+    return sa.case(
+        (runs.c.attempt_count == 0, runs.c.held_seconds),
+        else_=sa.func.coalesce(runs.c.held_seconds, 0.0) + seconds,
+    )
 
 
 __all__ = ["DESTINATION_LOCK_NAMESPACE", "SqlDestinationRepository", "lock_key"]

@@ -234,6 +234,9 @@ runs = sa.Table(
     sa.Column("too_fast", sa.Boolean(), nullable=False, server_default=sa.false()),
     # Its schedule's destination, copied by the claim (migration 0017): the in-flight count.
     sa.Column("destination", sa.String(261), nullable=True),
+    # Seconds flow control kept it back after its first attempt (migration 0020): not counted
+    # toward max_retry_duration_seconds. Null: none.
+    sa.Column("held_seconds", sa.Float(), nullable=True),
     # Room on each page for the claim's and the settle's row versions (migration 0010).
     postgresql_with={"fillfactor": "70"},
 )

@@ -39,6 +39,7 @@ RUN_COLUMNS = (
     "payload",
     "due_at",
     "backfill_id",
+    "held_seconds",
 )
 # JSONText columns: text as asyncpg returns it.
 _JSON_TEXT = ("target", "retry_policy", "completion")
@@ -114,6 +115,7 @@ def run_of(r: Any, owner: str, now: datetime, lease_until: datetime) -> Run:
         lease_expires_at=lease_until,
         due_at=r["due_at"],
         backfill_id=r["backfill_id"],
+        held_seconds=r["held_seconds"] or 0.0,
     )
 
 

@@ -86,6 +86,7 @@ def row_to_run(row: Any) -> Run:
         backfill_id=m.get("backfill_id"),
         replay_of=m.get("replay_of"),
         schedule_version=m.get("schedule_version"),
+        held_seconds=m.get("held_seconds") or 0.0,
         **completion_fields(m),
     )
 
