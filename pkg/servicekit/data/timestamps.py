@@ -22,3 +22,14 @@ def format_utc(value: datetime) -> str:
         return value.isoformat().replace("+00:00", "Z")
     # orjson writes what `isoformat()` with `Z` would, in a third of the time (~8 per run).
     return orjson.dumps(value, option=orjson.OPT_UTC_Z)[1:-1].decode()
+
+
+def parse_utc(value: object) -> datetime:
+    """An RFC 3339 instant from an event's text, in UTC; ValueError for anything else (not a
+    string, not RFC 3339, no UTC offset: an instant is never guessed)."""
+    if not isinstance(value, str):
+        raise ValueError("a time must be an RFC 3339 string")
+    at = datetime.fromisoformat(value)
+    if at.tzinfo is None:
+        raise ValueError("a time must carry its UTC offset")
+    return at.astimezone(UTC)

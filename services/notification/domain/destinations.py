@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from servicekit.data.timestamps import parse_utc
 from servicekit.flow import MAX_HOLD_SECONDS, DestinationPolicy, parse_destination, tenant_policy
 
 UPDATED = "destination.updated"
@@ -59,7 +60,7 @@ def parse_destination_event(env: Mapping[str, Any]) -> DestinationEvent:
         raise InvalidDestinationEvent("data must be an object")
     try:
         destination = parse_destination(str(data.get("destination", "")))
-        time = _instant(env.get("time"))
+        time = parse_utc(env.get("time"))
         policy = held_until = None
         if kind == UPDATED:
             per_second = data.get("per_second")
@@ -67,7 +68,7 @@ def parse_destination_event(env: Mapping[str, Any]) -> DestinationEvent:
                 int(data["max_in_flight"]), None if per_second is None else float(per_second)
             )
         elif kind == HELD:
-            held_until = _instant(data.get("held_until"))
+            held_until = parse_utc(data.get("held_until"))
             if (held_until - time).total_seconds() > MAX_HOLD_SECONDS:
                 raise ValueError("a hold is at most 1 h")
     except (KeyError, TypeError, ValueError) as exc:
@@ -81,12 +82,3 @@ def parse_destination_event(env: Mapping[str, Any]) -> DestinationEvent:
         policy=policy,
         held_until=held_until,
     )
-
-
-def _instant(value: object) -> datetime:
-    if not isinstance(value, str):
-        raise ValueError("a time must be an RFC 3339 string")
-    at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if at.tzinfo is None:
-        raise ValueError("a time must carry its UTC offset")
-    return at.astimezone(UTC)

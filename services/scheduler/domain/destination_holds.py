@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from scheduler.domain.events import DESTINATION_HELD
+from servicekit.data.timestamps import parse_utc
 from servicekit.flow import MAX_HOLD_SECONDS, parse_destination
 
 NOTIFICATION_ORIGIN = "notification"
@@ -37,16 +38,7 @@ def parse_hold(env: Mapping[str, Any]) -> DestinationHold:
     if not isinstance(tenant_id, str) or not tenant_id:
         raise ValueError("tenant_id must be a non-empty string")
     destination = parse_destination(str(data.get("destination", "")))
-    time, until = _instant(env.get("time")), _instant(data.get("held_until"))
+    time, until = parse_utc(env.get("time")), parse_utc(data.get("held_until"))
     if (until - time).total_seconds() > MAX_HOLD_SECONDS:
         raise ValueError("a hold is at most 1 h")
     return DestinationHold(tenant_id, destination, until)
-
-
-def _instant(value: object) -> datetime:
-    if not isinstance(value, str):
-        raise ValueError("a time must be an RFC 3339 string")
-    at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if at.tzinfo is None:
-        raise ValueError("a time must carry its UTC offset")
-    return at.astimezone(UTC)

@@ -8,6 +8,7 @@ The scheduler's own destination events on that topic are skipped unrecorded."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from scheduler.adapters.db.unit_of_work import SqlUnitOfWorkFactory
 from scheduler.adapters.events.tenant_consumer import GROUP_ID, TOPICS, TenantConsumerWorker
 from scheduler.bootstrap import Container
 from scheduler.service_layer.planning_service import plan_due
+from scheduler.service_layer.tenant_events import apply_events
 from servicekit.data.ids import new_id
 from tests.scheduler.conftest import auth
 from tests.scheduler.runs.conftest import ManualClock, add_schedule
@@ -105,3 +107,43 @@ async def test_notifications_hold_holds_the_schedulers_runs(
     finally:
         await consumer.consumer.stop()
         await publisher.stop()
+
+
+async def test_a_malformed_hold_is_recorded_as_invalid_and_stalls_nothing(
+    container: Container, uows: SqlUnitOfWorkFactory, mclock: ManualClock, client: httpx.AsyncClient
+) -> None:
+    now = mclock()
+
+    def hold(**overrides: Any) -> dict[str, Any]:
+        env = envelope(
+            id=new_id("evt"),
+            type="destination.held",
+            tenant_id=TENANT,
+            time=now,
+            data={
+                "destination": "hooks.example.com:8443",
+                "held_until": (now + timedelta(seconds=60)).isoformat(),
+            },
+            origin="notification",
+        )
+        return {**env, **overrides}
+
+    bad = [
+        hold(data={"destination": "hooks.example.com:8443", "held_until": "2026-03-02T09:00"}),
+        hold(data={"destination": "hooks.example.com:8443", "held_until": 12}),
+        hold(data={"destination": "<script>:1", "held_until": now.isoformat()}),
+        hold(
+            data={
+                "destination": "hooks.example.com:8443",
+                "held_until": (now + timedelta(hours=2)).isoformat(),
+            }
+        ),
+        hold(data="not an object"),
+        hold(tenant_id=""),
+    ]
+    good = hold()
+    report = await apply_events(uows(), [*bad, good], now)
+    assert (report.invalid, report.applied) == (len(bad), 1)
+    assert await processed(container) == len(bad) + 1  # recorded: none comes back
+    r = await client.get("/v1/destinations/hooks.example.com:8443", headers=auth(TENANT))
+    assert r.json()["held_until"] is not None
